@@ -1,0 +1,1 @@
+"""Clients of the speech container's session protocol, one interface over two transports."""

@@ -1,0 +1,1 @@
+"""Kokoro-82M speech server for SageMaker real-time endpoints (bidirectional streaming)."""

@@ -1,0 +1,162 @@
+"""The real engine: Kokoro-82M through the `kokoro` package (KModel + misaki English G2P).
+
+Weights come from a model directory in the published layout (real or generated random weights).
+`kokoro` loads checkpoints with `strict=False` after a first failure, so a renamed tensor would be
+skipped silently and the model would run on random values: `verify_checkpoint_loaded` checks that
+every tensor of the file reached the model, and loading fails loudly otherwise.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from contextlib import AbstractContextManager, nullcontext
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal, get_args
+
+import numpy as np
+
+from kokoro_server import model_pin
+from kokoro_server.engine import ChunkAudio, float_to_pcm16
+from kokoro_server.g2p import offline_spacy_model
+from kokoro_server.weights import voice_files
+from speech_protocol import SAMPLE_RATE, WordTiming
+
+if TYPE_CHECKING:
+    import torch
+
+logger = logging.getLogger(__name__)
+
+Precision = Literal["fp32", "bf16", "fp16"]
+PRECISIONS: tuple[str, ...] = get_args(Precision)
+MAX_PHONEMES = 510
+"""KModel's context: longer phoneme strings are split by the pipeline's own chunker."""
+
+
+class CheckpointMismatch(RuntimeError):
+    """Some checkpoint tensors did not reach the model (wrong names or shapes)."""
+
+
+def verify_checkpoint_loaded(model: Any, checkpoint: Path) -> int:
+    """Check every tensor of `checkpoint` equals the model's; returns how many were checked."""
+    import torch
+
+    state = torch.load(checkpoint, map_location="cpu", weights_only=True, mmap=True)
+    problems: list[str] = []
+    checked = 0
+    for sub, tensors in state.items():
+        module = getattr(model, sub, None)
+        if not isinstance(module, torch.nn.Module):
+            problems.append(f"{sub}: the model has no such sub-module")
+            continue
+        loaded = module.state_dict()
+        for key, tensor in tensors.items():
+            name = key.removeprefix("module.")
+            target = loaded.get(name)
+            if target is None:
+                problems.append(f"{sub}.{name}: not a parameter of the model")
+            elif target.shape != tensor.shape or not torch.equal(target.detach().cpu(), tensor):
+                problems.append(f"{sub}.{name}: value not loaded")
+            checked += 1
+    if problems:
+        shown = "; ".join(problems[:5])
+        raise CheckpointMismatch(f"{len(problems)} of {checked} checkpoint tensors did not load: {shown}")
+    return checked
+
+
+def _autocast(device: str, precision: Precision) -> AbstractContextManager[Any]:
+    import torch
+
+    if precision == "fp32":
+        return nullcontext()
+    if device.startswith("cuda"):
+        return torch.autocast("cuda", dtype=torch.float16 if precision == "fp16" else torch.bfloat16)
+    if precision == "fp16":
+        raise ValueError("precision 'fp16' needs a CUDA device; on a CPU use 'bf16' or 'fp32'")
+    return torch.autocast("cpu", dtype=torch.bfloat16)
+
+
+class KokoroEngine:
+    """Implements `SpeechEngine` with Kokoro-82M. `synthesize` is thread-safe and blocking."""
+
+    def __init__(
+        self,
+        *,
+        model: Any,
+        pipeline: Any,
+        voice_packs: dict[str, torch.Tensor],
+        device: str,
+        precision: Precision,
+    ) -> None:
+        if not voice_packs:
+            raise ValueError("at least one voice is required")
+        self._model = model
+        self._pipeline = pipeline
+        self._packs = voice_packs
+        self._device = device
+        self._precision = precision
+        # spaCy pipelines are not documented as thread-safe; G2P is ~1 % of the cost, so it is
+        # serialized while model inference (which releases the GIL) runs in parallel.
+        self._g2p_lock = threading.Lock()
+        default = model_pin.DEFAULT_VOICES[0]
+        self._default_voice = default if default in voice_packs else sorted(voice_packs)[0]
+
+    @classmethod
+    def load(cls, model_dir: Path, *, device: str = "cpu", precision: str = "fp32") -> KokoroEngine:
+        """Load config, checkpoint and every voice of `model_dir`; verify the checkpoint."""
+        if precision not in PRECISIONS:
+            raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
+        prec: Precision = precision  # type: ignore[assignment]
+        _autocast(device, prec)  # fail now, not on the first request
+        import torch
+        from kokoro import KModel, KPipeline
+
+        checkpoint = model_dir / model_pin.CHECKPOINT_FILE
+        model = KModel(repo_id=model_pin.REPO_ID, config=str(model_dir / model_pin.CONFIG_FILE), model=str(checkpoint))
+        count = verify_checkpoint_loaded(model, checkpoint)
+        logger.info("loaded %d checkpoint tensors from %s", count, checkpoint)
+        model = model.to(device).eval()
+        with offline_spacy_model() as spacy_model:
+            pipeline = KPipeline(lang_code=model_pin.LANG_CODE, repo_id=model_pin.REPO_ID, model=False)
+        logger.info("G2P ready (spaCy model: %s)", spacy_model)
+        packs = {name: torch.load(path, weights_only=True).to(device) for name, path in voice_files(model_dir).items()}
+        return cls(model=model, pipeline=pipeline, voice_packs=packs, device=device, precision=prec)
+
+    @property
+    def voices(self) -> frozenset[str]:
+        return frozenset(self._packs)
+
+    @property
+    def default_voice(self) -> str:
+        return self._default_voice
+
+    @property
+    def precision(self) -> Precision:
+        return self._precision
+
+    def phonemize(self, text: str) -> list[tuple[str, list[Any]]]:
+        """Phoneme strings (each at most 510 symbols) and their tokens, as KPipeline chunks them."""
+        with self._g2p_lock:
+            _, tokens = self._pipeline.g2p(text)
+            return [(ps[:MAX_PHONEMES], tks) for _, ps, tks in self._pipeline.en_tokenize(tokens) if ps]
+
+    def synthesize(self, text: str, voice: str, speed: float) -> ChunkAudio:
+        import torch
+        from kokoro import KPipeline
+
+        pack = self._packs[voice]
+        pieces: list[np.ndarray] = []
+        words: list[WordTiming] = []
+        offset_s = 0.0
+        for phonemes, tokens in self.phonemize(text):
+            with torch.inference_mode(), _autocast(self._device, self._precision):
+                output = self._model(phonemes, pack[len(phonemes) - 1], speed, return_output=True)
+            audio = output.audio.float().cpu().numpy()
+            KPipeline.join_timestamps(tokens, output.pred_dur)
+            for token in tokens:
+                if token.start_ts is not None and token.end_ts is not None:
+                    words.append(WordTiming(token.text, offset_s + token.start_ts, offset_s + token.end_ts))
+            pieces.append(audio)
+            offset_s += len(audio) / SAMPLE_RATE
+        samples = np.concatenate(pieces) if pieces else np.zeros(0, dtype=np.float32)
+        return ChunkAudio(pcm=float_to_pcm16(samples), words=tuple(words))

@@ -1,0 +1,66 @@
+"""The wire protocol between the agent and the speech container, defined once for both sides.
+
+The speech container serves it on its WebSocket route; the agent speaks it directly (local stack)
+or through SageMaker's bidirectional streaming API, which carries each WebSocket frame as one
+payload part (text frames as data type UTF8, binary frames as BINARY).
+"""
+
+from speech_protocol.messages import (
+    AUDIO_CHANNELS,
+    AUDIO_FORMAT,
+    BIDIRECTIONAL_LABEL,
+    SAMPLE_RATE,
+    SAMPLE_WIDTH,
+    SPEED_MAX,
+    SPEED_MIN,
+    WS_PATH,
+    Cancel,
+    Cancelled,
+    ClientMessage,
+    Close,
+    ErrorCode,
+    ErrorEvent,
+    ProtocolError,
+    ServerEvent,
+    SynthesisComplete,
+    SynthesisStart,
+    Synthesize,
+    Timestamps,
+    WordTiming,
+    check_synthesis,
+    encode_client_message,
+    encode_server_event,
+    parse_client_message,
+    parse_server_event,
+    pcm_duration_s,
+)
+
+__all__ = [
+    "AUDIO_CHANNELS",
+    "AUDIO_FORMAT",
+    "BIDIRECTIONAL_LABEL",
+    "SAMPLE_RATE",
+    "SAMPLE_WIDTH",
+    "SPEED_MAX",
+    "SPEED_MIN",
+    "WS_PATH",
+    "Cancel",
+    "Cancelled",
+    "ClientMessage",
+    "Close",
+    "ErrorCode",
+    "ErrorEvent",
+    "ProtocolError",
+    "ServerEvent",
+    "SynthesisComplete",
+    "SynthesisStart",
+    "Synthesize",
+    "Timestamps",
+    "WordTiming",
+    "check_synthesis",
+    "encode_client_message",
+    "encode_server_event",
+    "parse_client_message",
+    "parse_server_event",
+    "pcm_duration_s",
+]
