@@ -1,0 +1,234 @@
+"""The stack's configuration: every key of Pulumi.yaml's `config:` block, read once into a typed object.
+
+Pulumi.yaml is the single place where keys, types, defaults and descriptions live; the Pulumi CLI
+hands the program every declared key (its default when a stack does not set it). This module only
+parses and validates, so an invalid value fails before any resource is declared, with a message
+that names the key and the values it accepts.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final, Literal, get_args
+
+import pulumi
+
+from kokoro_server import model_pin
+
+SpeechMode = Literal["stream", "batch"]
+SPEECH_MODES: Final[tuple[str, ...]] = get_args(SpeechMode)
+
+CONFIG_KEYS: Final = (
+    "retainStorage",
+    "weightsDir",
+    "instanceType",
+    "instanceCount",
+    "healthCheckTimeoutSeconds",
+    "modelDownloadTimeoutSeconds",
+    "autoscalingEnabled",
+    "autoscalingMinCapacity",
+    "autoscalingMaxCapacity",
+    "autoscalingTargetConcurrency",
+    "bedrockModelId",
+    "speechMode",
+    "speechVoice",
+)
+"""Every key the program reads, in the order Pulumi.yaml declares them (a test keeps the two equal)."""
+
+GPU_INSTANCE_FAMILIES: Final = ("g4dn", "g5", "g6", "g6e", "p4d", "p4de", "p5")
+"""SageMaker real-time inference families with NVIDIA GPUs that the CUDA speech image runs on."""
+_INSTANCE_TYPE = re.compile(r"ml\.(?P<family>[a-z0-9]+)\.(?P<size>[0-9]*xlarge)")
+
+INSTANCE_COUNT_RANGE: Final = (1, 20)
+TIMEOUT_RANGE_S: Final = (60, 3600)
+"""SageMaker accepts 60..3600 s for both the start-up health check and the model download."""
+TARGET_CONCURRENCY_RANGE: Final = (1, 100)
+
+INFERENCE_PROFILE_GEOGRAPHIES: Final = ("us", "us-gov", "eu", "apac", "jp", "au", "ca", "global")
+"""Prefixes of Bedrock's system-defined cross-region inference profiles (`us.anthropic...`)."""
+_FOUNDATION_MODEL_ID = re.compile(r"[a-z][a-z0-9-]*\.[a-z0-9][a-zA-Z0-9._-]*(:[0-9]+)?(:[0-9]+k)?")
+
+
+class ConfigError(ValueError):
+    """A configuration value that the program cannot deploy; the message names the key."""
+
+
+@dataclass(frozen=True)
+class AutoscalingConfig:
+    """Target tracking on concurrent requests per instance, between min and max instances."""
+
+    min_capacity: int
+    max_capacity: int
+    target_concurrency: int
+
+
+@dataclass(frozen=True)
+class StackConfig:
+    """The whole stack configuration, validated; built once by `load_config`."""
+
+    retain_storage: bool
+    weights_dir: Path | None
+    """A local directory holding the pinned weights; None: download the pinned Hugging Face snapshot."""
+    instance_type: str
+    instance_count: int
+    health_check_timeout_s: int
+    model_download_timeout_s: int
+    autoscaling: AutoscalingConfig | None
+    bedrock_model_id: str
+    speech_mode: SpeechMode
+    speech_voice: str | None
+    """None: the agent uses the speech server's default voice."""
+
+
+def load_config() -> StackConfig:
+    """Reads the current project's configuration (Pulumi.yaml defaults applied by the CLI)."""
+    project = pulumi.get_project()
+    config = pulumi.Config(project)
+    return parse_config({key: config.get(key) for key in CONFIG_KEYS}, namespace=project)
+
+
+def parse_config(values: Mapping[str, str | None], *, namespace: str) -> StackConfig:
+    """Parses raw config strings (as the CLI passes them) into a `StackConfig`; raises `ConfigError`.
+
+    Keys are read in Pulumi.yaml's order, so the first invalid one is the one reported.
+    """
+    reader = _Reader(values, namespace)
+    retain_storage = reader.boolean("retainStorage")
+    weights_dir = reader.optional("weightsDir", _absolute_path)
+    instance_type = reader.parsed("instanceType", _gpu_instance_type)
+    instance_count = reader.integer("instanceCount", INSTANCE_COUNT_RANGE)
+    health_check_timeout_s = reader.integer("healthCheckTimeoutSeconds", TIMEOUT_RANGE_S)
+    model_download_timeout_s = reader.integer("modelDownloadTimeoutSeconds", TIMEOUT_RANGE_S)
+    autoscaling_enabled = reader.boolean("autoscalingEnabled")
+    autoscaling = AutoscalingConfig(
+        min_capacity=reader.integer("autoscalingMinCapacity", INSTANCE_COUNT_RANGE),
+        max_capacity=reader.integer("autoscalingMaxCapacity", INSTANCE_COUNT_RANGE),
+        target_concurrency=reader.integer("autoscalingTargetConcurrency", TARGET_CONCURRENCY_RANGE),
+    )
+    if autoscaling_enabled:
+        _check_scaling_bounds(reader, autoscaling, instance_count)
+    return StackConfig(
+        retain_storage=retain_storage,
+        weights_dir=weights_dir,
+        instance_type=instance_type,
+        instance_count=instance_count,
+        health_check_timeout_s=health_check_timeout_s,
+        model_download_timeout_s=model_download_timeout_s,
+        autoscaling=autoscaling if autoscaling_enabled else None,
+        bedrock_model_id=reader.parsed("bedrockModelId", _bedrock_model_id),
+        speech_mode=reader.parsed("speechMode", _speech_mode),
+        speech_voice=reader.optional("speechVoice", _served_voice),
+    )
+
+
+def _check_scaling_bounds(reader: _Reader, scaling: AutoscalingConfig, instance_count: int) -> None:
+    low, high = scaling.min_capacity, scaling.max_capacity
+    if low > high:
+        raise ConfigError(
+            f"{reader.key('autoscalingMinCapacity')} ({low}) must not exceed "
+            f"{reader.key('autoscalingMaxCapacity')} ({high})"
+        )
+    if not low <= instance_count <= high:
+        raise ConfigError(
+            f"{reader.key('instanceCount')} ({instance_count}) must lie between "
+            f"{reader.key('autoscalingMinCapacity')} ({low}) and {reader.key('autoscalingMaxCapacity')} ({high}) "
+            "when autoscaling is enabled"
+        )
+
+
+def _absolute_path(raw: str) -> Path:
+    path = Path(raw).expanduser()
+    if not path.is_absolute():
+        # The program's working directory differs between `pulumi up` and tests; an absolute path does not.
+        raise ValueError("must be an absolute path (or start with ~)")
+    return path
+
+
+def _gpu_instance_type(raw: str) -> str:
+    match = _INSTANCE_TYPE.fullmatch(raw)
+    if match is None or match["family"] not in GPU_INSTANCE_FAMILIES:
+        raise ValueError(
+            f"must be a SageMaker GPU instance type ml.<family>.<size>xlarge with family one of "
+            f"{', '.join(GPU_INSTANCE_FAMILIES)}"
+        )
+    return raw
+
+
+def _bedrock_model_id(raw: str) -> str:
+    geography, _, rest = raw.partition(".")
+    base = rest if geography in INFERENCE_PROFILE_GEOGRAPHIES else raw
+    if _FOUNDATION_MODEL_ID.fullmatch(base) is None:
+        raise ValueError(
+            "must be a Bedrock foundation model id (provider.model, e.g. amazon.nova-lite-v1:0) or a "
+            f"cross-region inference profile id (<geography>.provider.model, geography one of "
+            f"{', '.join(INFERENCE_PROFILE_GEOGRAPHIES)})"
+        )
+    return raw
+
+
+def _speech_mode(raw: str) -> SpeechMode:
+    if raw == "stream":
+        return "stream"
+    if raw == "batch":
+        return "batch"
+    raise ValueError(f"must be one of {', '.join(SPEECH_MODES)}")
+
+
+def _served_voice(raw: str) -> str:
+    if raw not in model_pin.DEFAULT_VOICES:
+        raise ValueError(f"must be empty or one of the served voices {', '.join(model_pin.DEFAULT_VOICES)}")
+    return raw
+
+
+class _Reader:
+    """Reads one key at a time and turns every parse failure into a `ConfigError` naming that key."""
+
+    def __init__(self, values: Mapping[str, str | None], namespace: str) -> None:
+        self._values = values
+        self._namespace = namespace
+
+    def key(self, name: str) -> str:
+        return f"{self._namespace}:{name}"
+
+    def raw(self, name: str) -> str:
+        value = self._values.get(name)
+        if value is None:
+            raise ConfigError(
+                f"{self.key(name)} is not set; Pulumi.yaml declares it with a default (Pulumi CLI >= 3.44)"
+            )
+        return value
+
+    def parsed[T](self, name: str, parse: Callable[[str], T]) -> T:
+        raw = self.raw(name)
+        try:
+            return parse(raw)
+        except ValueError as error:
+            raise ConfigError(f"{self.key(name)} {error} (got {raw!r})") from None
+
+    def optional[T](self, name: str, parse: Callable[[str], T]) -> T | None:
+        """An empty string means "not set" for string keys whose Pulumi.yaml default is ""."""
+        return None if self.raw(name) == "" else self.parsed(name, parse)
+
+    def boolean(self, name: str) -> bool:
+        return self.parsed(name, _boolean)
+
+    def integer(self, name: str, bounds: tuple[int, int]) -> int:
+        low, high = bounds
+
+        def parse(raw: str) -> int:
+            if not raw.isascii() or not raw.isdigit() or not low <= int(raw) <= high:
+                raise ValueError(f"must be an integer from {low} to {high}")
+            return int(raw)
+
+        return self.parsed(name, parse)
+
+
+def _boolean(raw: str) -> bool:
+    if raw == "true":
+        return True
+    if raw == "false":
+        return False
+    raise ValueError("must be one of true, false")

@@ -1,0 +1,239 @@
+"""IAM documents for the two roles of the stack, built by pure functions from plain strings.
+
+The SageMaker execution role reads the weights under one S3 prefix, pulls the image and writes the
+endpoint's logs. The AgentCore runtime role streams to exactly one SageMaker endpoint, invokes one
+Bedrock model, pulls its image and writes logs, traces and metrics. No action is a wildcard; a
+resource is `*` only where the service has no resource-level permissions for that action, and a
+comment next to that statement says so.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+from infra.config import INFERENCE_PROFILE_GEOGRAPHIES
+
+Statement = dict[str, Any]
+PolicyDocument = dict[str, Any]
+
+VERSION: Final = "2012-10-17"
+ANY_RESOURCE: Final = "*"
+
+ECR_PULL_ACTIONS: Final = ("ecr:BatchCheckLayerAvailability", "ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer")
+LOG_GROUP_ACTIONS: Final = ("logs:CreateLogGroup", "logs:DescribeLogStreams")
+LOG_STREAM_ACTIONS: Final = ("logs:CreateLogStream", "logs:PutLogEvents")
+XRAY_ACTIONS: Final = (
+    "xray:GetSamplingRules",
+    "xray:GetSamplingTargets",
+    "xray:PutTelemetryRecords",
+    "xray:PutTraceSegments",
+)
+INVOKE_STREAM_ACTION: Final = "sagemaker:InvokeEndpointWithBidirectionalStream"
+BEDROCK_STREAM_ACTION: Final = "bedrock:InvokeModelWithResponseStream"
+AGENTCORE_METRICS_NAMESPACE: Final = "bedrock-agentcore"
+
+
+@dataclass(frozen=True)
+class AwsScope:
+    """Where ARNs point: the partition, region and account the stack deploys into."""
+
+    partition: str
+    region: str
+    account_id: str
+
+    def arn(self, service: str, resource: str, *, region: bool = True, account: bool = True) -> str:
+        return ":".join(
+            (
+                "arn",
+                self.partition,
+                service,
+                self.region if region else "",
+                self.account_id if account else "",
+                resource,
+            )
+        )
+
+
+def document(*statements: Statement) -> PolicyDocument:
+    """A policy document holding the given statements."""
+    return {"Version": VERSION, "Statement": list(statements)}
+
+
+def allow(sid: str, actions: Sequence[str], resources: Sequence[str], condition: Statement | None = None) -> Statement:
+    """One Allow statement; actions and resources are sorted so documents compare stably."""
+    statement: Statement = {
+        "Sid": sid,
+        "Effect": "Allow",
+        "Action": sorted(actions),
+        "Resource": sorted(resources),
+    }
+    if condition is not None:
+        statement["Condition"] = condition
+    return statement
+
+
+# --- trust policies -------------------------------------------------------------------------------
+
+
+def sagemaker_trust_policy() -> PolicyDocument:
+    """Lets SageMaker assume the execution role."""
+    return document(
+        {
+            "Sid": "SageMakerAssumesRole",
+            "Effect": "Allow",
+            "Principal": {"Service": "sagemaker.amazonaws.com"},
+            "Action": "sts:AssumeRole",
+        }
+    )
+
+
+def agentcore_trust_policy(scope: AwsScope) -> PolicyDocument:
+    """Lets AgentCore assume the runtime role, only for runtimes of this account and region.
+
+    The source conditions are AWS's confused-deputy guard for AgentCore.
+    """
+    return document(
+        {
+            "Sid": "AgentCoreAssumesRole",
+            "Effect": "Allow",
+            "Principal": {"Service": "bedrock-agentcore.amazonaws.com"},
+            "Action": "sts:AssumeRole",
+            "Condition": {
+                "StringEquals": {"aws:SourceAccount": scope.account_id},
+                "ArnLike": {"aws:SourceArn": scope.arn("bedrock-agentcore", "*")},
+            },
+        }
+    )
+
+
+# --- shared statements ----------------------------------------------------------------------------
+
+
+def ecr_pull_statements(repository_arn: str) -> list[Statement]:
+    """Pull from one repository; the registry token is account-wide."""
+    return [
+        allow("PullImage", ECR_PULL_ACTIONS, [repository_arn]),
+        # ecr:GetAuthorizationToken has no resource-level permissions: AWS accepts only "*".
+        allow("GetRegistryToken", ["ecr:GetAuthorizationToken"], [ANY_RESOURCE]),
+    ]
+
+
+def log_statements(scope: AwsScope, log_group: str) -> list[Statement]:
+    """Create and write one log group (`log_group` may end in a `*` suffix pattern)."""
+    group_arn = scope.arn("logs", f"log-group:{log_group}")
+    return [
+        allow("CreateLogGroup", LOG_GROUP_ACTIONS, [group_arn]),
+        allow("WriteLogs", LOG_STREAM_ACTIONS, [f"{group_arn}:log-stream:*"]),
+    ]
+
+
+# --- SageMaker execution role ---------------------------------------------------------------------
+
+
+def sagemaker_log_group(endpoint_name: str) -> str:
+    """The log group SageMaker writes an endpoint's container output to."""
+    return f"/aws/sagemaker/Endpoints/{endpoint_name}"
+
+
+def speech_execution_policy(
+    scope: AwsScope,
+    *,
+    bucket_name: str,
+    weights_prefix: str,
+    repository_arn: str,
+    endpoint_name: str,
+) -> PolicyDocument:
+    """The SageMaker execution role's permissions: weights (read-only, one prefix), image, logs."""
+    bucket_arn = f"arn:{scope.partition}:s3:::{bucket_name}"
+    return document(
+        allow("ReadWeights", ["s3:GetObject"], [f"{bucket_arn}/{weights_prefix}/*"]),
+        allow(
+            "ListWeights",
+            ["s3:ListBucket"],
+            [bucket_arn],
+            {"StringLike": {"s3:prefix": [f"{weights_prefix}/*"]}},
+        ),
+        *ecr_pull_statements(repository_arn),
+        *log_statements(scope, sagemaker_log_group(endpoint_name)),
+    )
+
+
+# --- AgentCore runtime role -----------------------------------------------------------------------
+
+
+def agentcore_log_group_pattern(runtime_name: str) -> str:
+    """The runtime's log groups: AgentCore names them after the runtime id, `<name>-<suffix>`.
+
+    The suffix is chosen by AWS when the runtime is created, after this role must already exist,
+    hence the trailing wildcard.
+    """
+    return f"/aws/bedrock-agentcore/runtimes/{runtime_name}-*"
+
+
+@dataclass(frozen=True)
+class BedrockModel:
+    """The ARNs a model id resolves to: the profile (if any) and the foundation model(s) behind it."""
+
+    inference_profile_arn: str | None
+    foundation_model_arns: tuple[str, ...]
+
+
+def bedrock_model(model_id: str, scope: AwsScope) -> BedrockModel:
+    """Resolves a foundation model id or a system cross-region inference profile id to ARNs.
+
+    A cross-region profile (`us.anthropic...`) routes each request to the foundation model in any
+    region of its geography, so the foundation-model ARN must name every such region: the region
+    field is `*`, and the statement is conditioned on calls made through this very profile.
+    A global profile additionally needs the region-less foundation-model ARN.
+    """
+    geography, _, base_id = model_id.partition(".")
+    if geography not in INFERENCE_PROFILE_GEOGRAPHIES:
+        return BedrockModel(None, (scope.arn("bedrock", f"foundation-model/{model_id}", account=False),))
+    profile_arn = scope.arn("bedrock", f"inference-profile/{model_id}")
+    any_region = f"arn:{scope.partition}:bedrock:*::foundation-model/{base_id}"
+    if geography == "global":
+        return BedrockModel(profile_arn, (any_region, f"arn:{scope.partition}:bedrock:::foundation-model/{base_id}"))
+    return BedrockModel(profile_arn, (any_region,))
+
+
+def bedrock_statements(model: BedrockModel) -> list[Statement]:
+    """Streamed invocation of exactly the configured model."""
+    if model.inference_profile_arn is None:
+        return [allow("InvokeModel", [BEDROCK_STREAM_ACTION], model.foundation_model_arns)]
+    return [
+        allow("InvokeInferenceProfile", [BEDROCK_STREAM_ACTION], [model.inference_profile_arn]),
+        allow(
+            "InvokeModelThroughProfile",
+            [BEDROCK_STREAM_ACTION],
+            model.foundation_model_arns,
+            {"StringEquals": {"bedrock:InferenceProfileArn": model.inference_profile_arn}},
+        ),
+    ]
+
+
+def agent_runtime_policy(
+    scope: AwsScope,
+    *,
+    endpoint_arn: str,
+    model_id: str,
+    repository_arn: str,
+    runtime_name: str,
+) -> PolicyDocument:
+    """The AgentCore runtime role's permissions: one endpoint, one model, image, logs, traces, metrics."""
+    return document(
+        allow("StreamToSpeechEndpoint", [INVOKE_STREAM_ACTION], [endpoint_arn]),
+        *bedrock_statements(bedrock_model(model_id, scope)),
+        *ecr_pull_statements(repository_arn),
+        *log_statements(scope, agentcore_log_group_pattern(runtime_name)),
+        # X-Ray has no resource-level permissions for sending traces or reading sampling rules: "*" only.
+        allow("WriteTraces", XRAY_ACTIONS, [ANY_RESOURCE]),
+        # cloudwatch:PutMetricData has no resource-level permissions; the namespace condition narrows it.
+        allow(
+            "WriteMetrics",
+            ["cloudwatch:PutMetricData"],
+            [ANY_RESOURCE],
+            {"StringEquals": {"cloudwatch:namespace": AGENTCORE_METRICS_NAMESPACE}},
+        ),
+    )

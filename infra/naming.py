@@ -1,0 +1,45 @@
+"""Physical names the stack chooses itself, derived from the project and stack names (pure functions).
+
+Most resources are auto-named by Pulumi. Two are named explicitly: the AgentCore runtime (the API
+requires a name, pattern `^[a-zA-Z][a-zA-Z0-9_]{0,47}$`) and the SageMaker endpoint, whose name
+must be known before it exists so that its execution role can be scoped to its log group (the role
+has to exist before the endpoint does).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from typing import Final
+
+RUNTIME_NAME_PATTERN: Final = re.compile(r"[a-zA-Z][a-zA-Z0-9_]{0,47}")
+RUNTIME_NAME_MAX: Final = 48
+ENDPOINT_NAME_PATTERN: Final = re.compile(r"[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}")
+ENDPOINT_NAME_MAX: Final = 63
+_DIGEST_CHARS: Final = 8
+
+
+def runtime_name(project: str, stack: str) -> str:
+    """`<project>_<stack>_agent` squeezed into the AgentCore runtime name pattern.
+
+    Characters outside [a-zA-Z0-9_] become `_`; a name that must be shortened keeps a digest of the
+    full name so two long stack names that share a prefix still get different runtimes.
+    """
+    name = re.sub(r"[^a-zA-Z0-9_]+", "_", f"{project}_{stack}_agent").strip("_")
+    if not name or not name[0].isalpha():
+        name = f"a_{name}"
+    return _shorten(name, RUNTIME_NAME_MAX, separator="_")
+
+
+def endpoint_name(project: str, stack: str) -> str:
+    """`<project>-<stack>-speech` squeezed into the SageMaker endpoint name pattern."""
+    name = re.sub(r"[^a-zA-Z0-9]+", "-", f"{project}-{stack}-speech").strip("-")
+    return _shorten(name, ENDPOINT_NAME_MAX, separator="-")
+
+
+def _shorten(name: str, limit: int, *, separator: str) -> str:
+    if len(name) <= limit:
+        return name
+    digest = hashlib.sha256(name.encode()).hexdigest()[:_DIGEST_CHARS]
+    head = name[: limit - _DIGEST_CHARS - 1].rstrip(separator)
+    return f"{head}{separator}{digest}"

@@ -1,0 +1,204 @@
+"""The whole stack as one dependency graph: storage -> weights + images -> speech endpoint -> agent.
+
+`run` is what `pulumi up` executes (via infra/__main__.py): read the configuration once, check the
+local inputs (weights, torch pin), then declare the components. The order of creation follows from
+the data each component takes from the previous ones; nothing is sequenced by hand.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+
+import pulumi
+
+from infra import naming
+from infra.agent import AgentRuntime, AgentRuntimeArgs, invoke_command
+from infra.aws_context import AwsContext
+from infra.config import StackConfig, load_config
+from infra.images import Images, ImagesArgs, torch_version
+from infra.speech import SpeechEndpoint, SpeechEndpointArgs
+from infra.storage import Storage, StorageArgs
+from infra.weights import (
+    WeightCache,
+    WeightCacheArgs,
+    download_pinned_snapshot,
+    resolve_weights_dir,
+    weight_files,
+    weights_prefix,
+)
+
+REPO_ROOT: Final = Path(__file__).resolve().parent.parent
+SPEECH_DOCKERFILE: Final = Path("images/kokoro/Dockerfile")
+AGENT_DOCKERFILE: Final = Path("agent_app/Dockerfile")
+SPEECH_REQUIREMENTS: Final = Path("images/kokoro/requirements.txt")
+
+
+class SourceError(ValueError):
+    """A file of the repository that the program reads is missing or malformed."""
+
+
+@dataclass(frozen=True)
+class SourceTree:
+    """The repository files the program reads or hands to BuildKit."""
+
+    root: Path
+    speech_requirements: Path
+
+    @classmethod
+    def of_repository(cls) -> SourceTree:
+        return cls(root=REPO_ROOT, speech_requirements=REPO_ROOT / SPEECH_REQUIREMENTS)
+
+    def build_path(self, relative: Path, cwd: Path) -> str:
+        """A repository path as BuildKit gets it: relative to the working directory, so the same on every
+        machine (an absolute path would show up as a change whenever someone else runs `pulumi up`)."""
+        return os.path.relpath(self.root / relative, cwd)
+
+    def torch_version(self) -> str:
+        """The torch pin of the speech image, read from its requirements file."""
+        try:
+            text = self.speech_requirements.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise SourceError(
+                f"{self.speech_requirements} not found: the speech image's torch pin is read from it"
+            ) from None
+        try:
+            return torch_version(text)
+        except ValueError as error:
+            raise SourceError(f"{self.speech_requirements}: {error}") from None
+
+
+@dataclass(frozen=True)
+class StackOutputs:
+    """What `pulumi stack output` shows, under the camelCase names of `exported`."""
+
+    speech_endpoint_name: pulumi.Output[str]
+    speech_endpoint_arn: pulumi.Output[str]
+    agent_runtime_name: str
+    agent_runtime_arn: pulumi.Output[str]
+    image_repository_url: pulumi.Output[str]
+    speech_image_uri: pulumi.Output[str]
+    agent_image_uri: pulumi.Output[str]
+    weights_bucket: pulumi.Output[str]
+    weights_prefix: str
+    weights_s3_uri: pulumi.Output[str]
+    region: pulumi.Output[str]
+    invoke_command: pulumi.Output[str]
+
+    def exported(self) -> dict[str, pulumi.Input[str]]:
+        """The stack outputs by export name."""
+        return {
+            "speechEndpointName": self.speech_endpoint_name,
+            "speechEndpointArn": self.speech_endpoint_arn,
+            "agentRuntimeName": self.agent_runtime_name,
+            "agentRuntimeArn": self.agent_runtime_arn,
+            "imageRepositoryUrl": self.image_repository_url,
+            "speechImageUri": self.speech_image_uri,
+            "agentImageUri": self.agent_image_uri,
+            "weightsBucket": self.weights_bucket,
+            "weightsPrefix": self.weights_prefix,
+            "weightsS3Uri": self.weights_s3_uri,
+            "region": self.region,
+            "invokeCommand": self.invoke_command,
+        }
+
+    def export(self) -> None:
+        for name, value in self.exported().items():
+            pulumi.export(name, value)
+
+
+def build(cfg: StackConfig, *, weights_dir: Path, torch: str, sources: SourceTree, cwd: Path) -> StackOutputs:
+    """Declares every component of the stack; returns its outputs. Inputs are already validated."""
+    project, stack = pulumi.get_project(), pulumi.get_stack()
+    aws_context = AwsContext.lookup()
+
+    storage = Storage("storage", StorageArgs(retain=cfg.retain_storage))
+    weights = WeightCache(
+        "weights",
+        WeightCacheArgs(
+            bucket=storage.bucket.bucket,
+            source_dir=weights_dir,
+            prefix=weights_prefix(),
+            files=weight_files(),
+            retain=cfg.retain_storage,
+        ),
+    )
+    images = Images(
+        "images",
+        ImagesArgs(
+            repository_url=storage.repository.repository_url,
+            registry_id=storage.repository.registry_id,
+            context=sources.build_path(Path(), cwd),
+            speech_dockerfile=sources.build_path(SPEECH_DOCKERFILE, cwd),
+            agent_dockerfile=sources.build_path(AGENT_DOCKERFILE, cwd),
+            torch_version=torch,
+        ),
+    )
+    speech = SpeechEndpoint(
+        "speech",
+        SpeechEndpointArgs(
+            endpoint_name=naming.endpoint_name(project, stack),
+            image_uri=images.speech_uri,
+            repository_arn=storage.repository.arn,
+            bucket_name=storage.bucket.bucket,
+            weights_prefix=weights.prefix,
+            weights_s3_uri=weights.s3_uri,
+            instance_type=cfg.instance_type,
+            instance_count=cfg.instance_count,
+            health_check_timeout_s=cfg.health_check_timeout_s,
+            model_download_timeout_s=cfg.model_download_timeout_s,
+            autoscaling=cfg.autoscaling,
+            aws=aws_context,
+        ),
+    )
+    runtime_name = naming.runtime_name(project, stack)
+    agent = AgentRuntime(
+        "agent",
+        AgentRuntimeArgs(
+            runtime_name=runtime_name,
+            image_uri=images.agent_uri,
+            repository_arn=storage.repository.arn,
+            endpoint_name=speech.endpoint_name,
+            endpoint_arn=speech.endpoint_arn,
+            model_id=cfg.bedrock_model_id,
+            speech_mode=cfg.speech_mode,
+            speech_voice=cfg.speech_voice,
+            aws=aws_context,
+        ),
+    )
+    return StackOutputs(
+        speech_endpoint_name=speech.endpoint_name,
+        speech_endpoint_arn=speech.endpoint_arn,
+        agent_runtime_name=runtime_name,
+        agent_runtime_arn=agent.runtime_arn,
+        image_repository_url=storage.repository.repository_url,
+        speech_image_uri=images.speech_uri,
+        agent_image_uri=images.agent_uri,
+        weights_bucket=storage.bucket.bucket,
+        weights_prefix=weights.prefix,
+        weights_s3_uri=weights.s3_uri,
+        region=aws_context.region,
+        invoke_command=pulumi.Output.all(agent.runtime_arn, aws_context.region).apply(
+            lambda values: invoke_command(values[0], values[1])
+        ),
+    )
+
+
+def run(
+    sources: SourceTree | None = None,
+    *,
+    download: Callable[[], Path] = download_pinned_snapshot,
+) -> StackOutputs:
+    """The program: configuration and local inputs first (fail before any resource), then the graph."""
+    cfg = load_config()
+    tree = sources if sources is not None else SourceTree.of_repository()
+    weights_dir = resolve_weights_dir(
+        cfg.weights_dir, download=download, config_key=f"{pulumi.get_project()}:weightsDir"
+    )
+    torch = tree.torch_version()
+    outputs = build(cfg, weights_dir=weights_dir, torch=torch, sources=tree, cwd=Path.cwd())
+    outputs.export()
+    return outputs

@@ -1,0 +1,184 @@
+"""The speech endpoint: a SageMaker model serving Kokoro-82M over bidirectional streaming.
+
+The model mounts the weight prefix uncompressed at /opt/ml/model and runs the speech image with
+network isolation (weights come from S3; the container never needs the internet). An endpoint
+configuration picks the GPU instance type and the start-up timeouts; the endpoint's name is fixed
+up front so that its execution role can be scoped to its log group. Optional target tracking
+scales on concurrent requests per instance, which counts a stream until its last byte is sent.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Final
+
+import pulumi
+import pulumi_aws as aws
+
+from infra.aws_context import AwsContext
+from infra.config import AutoscalingConfig
+from infra.iam import sagemaker_trust_policy, speech_execution_policy
+from kokoro_server.settings import SAGEMAKER_MODEL_DIR, env_var
+
+VARIANT_NAME: Final = "AllTraffic"
+SCALABLE_DIMENSION: Final = "sagemaker:variant:DesiredInstanceCount"
+CONCURRENCY_METRIC: Final = "SageMakerVariantConcurrentRequestsPerModelHighResolution"
+SCALE_OUT_COOLDOWN_S: Final = 60
+SCALE_IN_COOLDOWN_S: Final = 600
+"""Scale in slowly: a GPU instance takes minutes to start and load the model."""
+
+
+def container_environment() -> dict[str, str]:
+    """Environment of the speech container (kokoro_server.settings): the real model, on the GPU, from the
+    weights SageMaker mounts; never the Hugging Face hub (the model runs with network isolation)."""
+    return {
+        env_var("model_dir"): str(SAGEMAKER_MODEL_DIR),
+        env_var("engine"): "kokoro",
+        # "cuda", not "auto": a GPU endpoint whose container cannot see the GPU must fail its health check,
+        # not serve at CPU speed.
+        env_var("device"): "cuda",
+        "HF_HUB_OFFLINE": "1",
+    }
+
+
+def scalable_resource_id(endpoint_name: str, variant_name: str = VARIANT_NAME) -> str:
+    """Application Auto Scaling's id for an endpoint variant."""
+    return f"endpoint/{endpoint_name}/variant/{variant_name}"
+
+
+@dataclass(frozen=True)
+class SpeechEndpointArgs:
+    """Everything the endpoint needs: image, weights, sizing, scaling and where it lives."""
+
+    endpoint_name: str
+    image_uri: pulumi.Input[str]
+    repository_arn: pulumi.Input[str]
+    bucket_name: pulumi.Input[str]
+    weights_prefix: str
+    weights_s3_uri: pulumi.Input[str]
+    instance_type: str
+    instance_count: int
+    health_check_timeout_s: int
+    model_download_timeout_s: int
+    autoscaling: AutoscalingConfig | None
+    aws: AwsContext
+
+
+class SpeechEndpoint(pulumi.ComponentResource):
+    """Execution role, model, endpoint configuration, endpoint and (optionally) autoscaling."""
+
+    role: aws.iam.Role
+    role_policy: aws.iam.RolePolicy
+    model: aws.sagemaker.Model
+    endpoint_config: aws.sagemaker.EndpointConfiguration
+    endpoint: aws.sagemaker.Endpoint
+    scaling_target: aws.appautoscaling.Target | None
+    scaling_policy: aws.appautoscaling.Policy | None
+    endpoint_name: pulumi.Output[str]
+    endpoint_arn: pulumi.Output[str]
+
+    def __init__(self, name: str, args: SpeechEndpointArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("voicestack:index:SpeechEndpoint", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+
+        self.role = aws.iam.Role(
+            f"{name}-role",
+            description="SageMaker execution role of the voicestack speech endpoint",
+            assume_role_policy=json.dumps(sagemaker_trust_policy()),
+            opts=child,
+        )
+
+        policy = pulumi.Output.all(args.aws.scope(), args.bucket_name, args.repository_arn).apply(
+            lambda values: json.dumps(
+                speech_execution_policy(
+                    values[0],
+                    bucket_name=values[1],
+                    weights_prefix=args.weights_prefix,
+                    repository_arn=values[2],
+                    endpoint_name=args.endpoint_name,
+                )
+            )
+        )
+        self.role_policy = aws.iam.RolePolicy(
+            f"{name}-role-policy",
+            role=self.role.id,
+            policy=policy,
+            opts=child,
+        )
+
+        self.model = aws.sagemaker.Model(
+            f"{name}-model",
+            execution_role_arn=self.role.arn,
+            enable_network_isolation=True,
+            primary_container={
+                "image": args.image_uri,
+                "mode": "SingleModel",
+                "environment": container_environment(),
+                "model_data_source": {
+                    "s3_data_sources": [
+                        {"s3_uri": args.weights_s3_uri, "s3_data_type": "S3Prefix", "compression_type": "None"}
+                    ]
+                },
+            },
+            # SageMaker uses the role as soon as the model exists (image and weights are checked), and the
+            # permissions live in a separate RolePolicy that nothing here reads an output of.
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[self.role_policy]),
+        )
+
+        self.endpoint_config = aws.sagemaker.EndpointConfiguration(
+            f"{name}-config",
+            production_variants=[
+                {
+                    "variant_name": VARIANT_NAME,
+                    "model_name": self.model.name,
+                    "instance_type": args.instance_type,
+                    "initial_instance_count": args.instance_count,
+                    "container_startup_health_check_timeout_in_seconds": args.health_check_timeout_s,
+                    "model_data_download_timeout_in_seconds": args.model_download_timeout_s,
+                }
+            ],
+            opts=child,
+        )
+
+        self.endpoint = aws.sagemaker.Endpoint(
+            f"{name}-endpoint",
+            name=args.endpoint_name,
+            endpoint_config_name=self.endpoint_config.name,
+            opts=child,
+        )
+        self.endpoint_name = self.endpoint.name
+        self.endpoint_arn = self.endpoint.arn
+
+        self.scaling_target = None
+        self.scaling_policy = None
+        if args.autoscaling is not None:
+            self._autoscale(name, args.autoscaling)
+
+        self.register_outputs({"endpoint_name": self.endpoint_name, "endpoint_arn": self.endpoint_arn})
+
+    def _autoscale(self, name: str, settings: AutoscalingConfig) -> None:
+        child = pulumi.ResourceOptions(parent=self)
+        self.scaling_target = aws.appautoscaling.Target(
+            f"{name}-scaling-target",
+            service_namespace="sagemaker",
+            scalable_dimension=SCALABLE_DIMENSION,
+            resource_id=self.endpoint.name.apply(scalable_resource_id),
+            min_capacity=settings.min_capacity,
+            max_capacity=settings.max_capacity,
+            opts=child,
+        )
+        self.scaling_policy = aws.appautoscaling.Policy(
+            f"{name}-scaling-policy",
+            policy_type="TargetTrackingScaling",
+            service_namespace=self.scaling_target.service_namespace,
+            scalable_dimension=self.scaling_target.scalable_dimension,
+            resource_id=self.scaling_target.resource_id,
+            target_tracking_scaling_policy_configuration={
+                "target_value": float(settings.target_concurrency),
+                "predefined_metric_specification": {"predefined_metric_type": CONCURRENCY_METRIC},
+                "scale_out_cooldown": SCALE_OUT_COOLDOWN_S,
+                "scale_in_cooldown": SCALE_IN_COOLDOWN_S,
+            },
+            opts=child,
+        )

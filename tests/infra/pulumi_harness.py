@@ -1,0 +1,464 @@
+"""Runs the real Pulumi program (infra.program.run) offline under mocks and records the resource graph.
+
+Public API (stable; the policy-pack tests import it):
+
+    record_program(config: Mapping[str, str], *, stack: str = "dev",
+                   sink: list[RecordedResource] | None = None) -> list[RecordedResource]
+
+`config` holds stack config as `pulumi config` stores it: values are strings ("true", "2"), keys
+are namespaced ("voicestack:retainStorage", "aws:region"); a bare key ("retainStorage") means the
+project namespace. Like the Pulumi CLI, the harness first applies every default that Pulumi.yaml
+declares, then `config` on top. Two local inputs are stood in for, never fetched:
+
+- `voicestack:weightsDir` unset or empty: it points at a tiny temporary directory holding every
+  weight file name (a few bytes each); the program never downloads weights here.
+- `images/kokoro/requirements.txt` missing: a temporary one pinning `torch==FALLBACK_TORCH_PIN`
+  (`speech_requirements_path()` says which file the run reads).
+
+Every registered resource (components included, the root stack excluded) is recorded in
+registration order as a `RecordedResource`: type token, logical name, URN, inputs as the engine
+receives them (camelCase keys, secrets unwrapped, assets as `pulumi.FileAsset`, numbers as floats),
+parent URN, dependency URNs, per-property dependency URNs and the retain-on-delete option.
+
+Invokes are answered for exactly the tokens in `OfflineAws.CALLS`; any other invoke, and any
+resource type without a realistic mock, raises `UnmockedError` (a program change must extend the
+mocks on purpose). Resources get the outputs AWS would give them: auto-names with a stable
+suffix, ARNs in account 123456789012 (e.g. `arn:aws:sagemaker:us-east-1:123456789012:endpoint/<name>`).
+A program error (e.g. `infra.config.ConfigError`) propagates; `sink`, if given, receives the
+resources registered before it (none, for configuration errors).
+
+`run_program` also returns the exported stack outputs, resolved to plain values, and the invokes made.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import hashlib
+import tempfile
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+import pulumi
+import yaml  # type: ignore[import-untyped]
+from pulumi.runtime import mocks, rpc
+
+from infra import program
+from infra.weights import weight_files
+
+PROJECT: Final = "voicestack"
+ACCOUNT_ID: Final = "123456789012"
+DEFAULT_REGION: Final = "us-east-1"
+PARTITION: Final = "aws"
+FALLBACK_TORCH_PIN: Final = "2.10.0"
+PULUMI_YAML: Final = program.REPO_ROOT / "Pulumi.yaml"
+
+Handler = Callable[["OfflineAws", mocks.MockResourceArgs], tuple[str, dict[str, Any]]]
+
+
+class UnmockedError(LookupError):
+    """The program made an invoke or declared a resource type that the harness does not mock."""
+
+
+@dataclass(frozen=True)
+class RecordedResource:
+    """One resource registration, as the engine received it."""
+
+    type: str
+    name: str
+    urn: str
+    inputs: dict[str, Any]
+    parent: str
+    """URN of the parent: the root stack's for top-level components."""
+    dependencies: tuple[str, ...]
+    property_dependencies: dict[str, tuple[str, ...]]
+    retain_on_delete: bool = False
+    """The `retain_on_delete` resource option: `pulumi destroy` leaves the cloud resource in place."""
+
+
+@dataclass(frozen=True)
+class ProgramRun:
+    """A whole run: the resources in registration order and the stack outputs by export name."""
+
+    resources: list[RecordedResource]
+    outputs: dict[str, Any]
+    calls: list[str]
+    """Invoke tokens in the order the program made them."""
+
+
+def record_program(
+    config: Mapping[str, str],
+    *,
+    stack: str = "dev",
+    sink: list[RecordedResource] | None = None,
+) -> list[RecordedResource]:
+    """Runs infra.program.run under mocks with `config` (see the module docstring); returns the graph."""
+    return run_program(config, stack=stack, sink=sink).resources
+
+
+def run_program(
+    config: Mapping[str, str],
+    *,
+    stack: str = "dev",
+    sink: list[RecordedResource] | None = None,
+) -> ProgramRun:
+    """Like `record_program`, and also resolves every exported stack output."""
+    full_config = stack_config(config)
+    recorded = sink if sink is not None else []
+    aws = OfflineAws(region=full_config.get("aws:region", DEFAULT_REGION))
+    monitor = RecordingMonitor(aws, recorded)
+    exported: dict[str, Any] = {}
+
+    @pulumi.runtime.test  # type: ignore[untyped-decorator]
+    def drive() -> pulumi.Output[None]:
+        outputs = program.run(_sources(), download=_refuse_download)
+        return pulumi.Output.all(**outputs.exported()).apply(exported.update)
+
+    # Each run gets its own event loop and root stack: futures of an earlier run never leak into this one.
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    try:
+        pulumi.runtime.reset_options(project=PROJECT, stack=stack)
+        pulumi.runtime.set_all_config(full_config)
+        # Mocks must be installed before any resource is constructed: the program runs only in drive().
+        pulumi.runtime.set_mocks(monitor.mocks, project=PROJECT, stack=stack, preview=False, monitor=monitor)
+        drive()
+    except Exception as failure:
+        # The caller gets this error; outputs that still hold it must not report it again when collected.
+        loop.set_exception_handler(_unless_reported(failure))
+        raise
+    finally:
+        _settle(loop)
+        asyncio.set_event_loop(None)
+        loop.close()
+        monitor.close()
+    return ProgramRun(resources=recorded, outputs=exported, calls=aws.calls)
+
+
+def _unless_reported(failure: BaseException) -> Callable[[asyncio.AbstractEventLoop, dict[str, Any]], None]:
+    def handle(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+        if context.get("exception") is not failure:
+            loop.default_exception_handler(context)
+
+    return handle
+
+
+def _settle(loop: asyncio.AbstractEventLoop) -> None:
+    """After a failed run, let the registrations still in flight finish cancelling, quietly."""
+    pending = asyncio.all_tasks(loop)
+    for task in pending:
+        task.cancel()
+    if pending:
+        loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+
+
+def stack_config(config: Mapping[str, str]) -> dict[str, str]:
+    """Pulumi.yaml's defaults, then `config` (bare keys in the project namespace), as the CLI merges them."""
+    merged = {f"{PROJECT}:{key}": _config_string(spec["default"]) for key, spec in declared_config().items()}
+    merged.update({(key if ":" in key else f"{PROJECT}:{key}"): value for key, value in config.items()})
+    if merged.get(f"{PROJECT}:weightsDir", "") == "":
+        merged[f"{PROJECT}:weightsDir"] = str(tiny_weights_dir())
+    return merged
+
+
+def declared_config() -> dict[str, dict[str, Any]]:
+    """The `config:` block of Pulumi.yaml (key -> {type, default, description})."""
+    document = yaml.safe_load(PULUMI_YAML.read_text(encoding="utf-8"))
+    block: dict[str, dict[str, Any]] = document["config"]
+    return block
+
+
+def speech_requirements_path() -> Path:
+    """The requirements file the run reads the torch pin from: the real one, or the stand-in."""
+    real = program.REPO_ROOT / program.SPEECH_REQUIREMENTS
+    if real.is_file():
+        return real
+    stand_in = _scratch() / "requirements.txt"
+    stand_in.write_text(f"numpy>=2\ntorch=={FALLBACK_TORCH_PIN}\n", encoding="utf-8")
+    return stand_in
+
+
+def tiny_weights_dir() -> Path:
+    """A directory with every weight file the program uploads, a few bytes each."""
+    directory = _scratch() / "weights"
+    for relative in weight_files():
+        path = directory / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(f"stand-in for {relative}\n".encode())
+    return directory
+
+
+def _sources() -> program.SourceTree:
+    return program.SourceTree(root=program.REPO_ROOT, speech_requirements=speech_requirements_path())
+
+
+def _refuse_download() -> Path:
+    raise AssertionError("the program tried to download weights during a test")
+
+
+_SCRATCH: list[tempfile.TemporaryDirectory[str]] = []
+
+
+def _scratch() -> Path:
+    # One directory per process, removed when the interpreter exits.
+    if not _SCRATCH:
+        directory = tempfile.TemporaryDirectory(prefix="voicestack-infra-")
+        atexit.register(directory.cleanup)
+        _SCRATCH.append(directory)
+    return Path(_SCRATCH[0].name)
+
+
+def _config_string(value: Any) -> str:
+    # The CLI hands every value to the program as a string; YAML booleans become "true"/"false".
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+class RecordingMonitor(mocks.MockMonitor):
+    """The mock monitor, plus a record of each registration's parent, dependencies and options.
+
+    The SDK calls the monitor on executor threads, and the mock monitor gives each such thread an event
+    loop of its own (to deserialize) that nobody closes; this one creates those loops itself and
+    `close()` closes them, so no unclosed loop or socket is left for the garbage collector to report.
+    """
+
+    def __init__(self, mocks_: OfflineAws, sink: list[RecordedResource]) -> None:
+        super().__init__(mocks_)
+        self._sink = sink
+        self._thread = threading.local()
+        self._loops: list[asyncio.AbstractEventLoop] = []
+        self._lock = threading.Lock()
+
+    def _own_thread_loop(self) -> None:
+        if getattr(self._thread, "loop", None) is None:
+            loop = asyncio.new_event_loop()
+            asyncio.set_event_loop(loop)
+            self._thread.loop = loop
+            with self._lock:
+                self._loops.append(loop)
+
+    def close(self) -> None:
+        with self._lock:
+            loops, self._loops = self._loops, []
+        for loop in loops:
+            loop.close()
+
+    def Invoke(self, request: Any) -> Any:
+        self._own_thread_loop()
+        return super().Invoke(request)  # type: ignore[no-untyped-call]
+
+    def ReadResource(self, request: Any) -> Any:
+        self._own_thread_loop()
+        return super().ReadResource(request)  # type: ignore[no-untyped-call]
+
+    def RegisterResource(self, request: Any) -> Any:
+        self._own_thread_loop()
+        response = super().RegisterResource(request)  # type: ignore[no-untyped-call]
+        if request.type != "pulumi:pulumi:Stack":
+            inputs, _ = rpc.deserialize_properties_unwrap_secrets(request.object)
+            self._sink.append(
+                RecordedResource(
+                    type=request.type,
+                    name=request.name,
+                    urn=response.urn,
+                    inputs=dict(inputs),
+                    parent=request.parent,
+                    dependencies=tuple(request.dependencies),
+                    property_dependencies={
+                        key: tuple(value.urns) for key, value in request.propertyDependencies.items()
+                    },
+                    retain_on_delete=bool(request.retainOnDelete),
+                )
+            )
+        return response
+
+
+def _suffix(name: str, length: int = 7) -> str:
+    return hashlib.sha256(name.encode()).hexdigest()[:length]
+
+
+def _auto_name(args: mocks.MockResourceArgs, key: str = "name") -> str:
+    """What Pulumi's autonaming would pick (a stable suffix here), unless the program chose a name."""
+    chosen = args.inputs.get(key)
+    return chosen if isinstance(chosen, str) and chosen else f"{args.name}-{_suffix(args.name)}"
+
+
+class OfflineAws(mocks.Mocks):
+    """Answers the program's invokes and gives each resource the outputs AWS would (IDs, ARNs, names)."""
+
+    CALLS: Final = (
+        "aws:index/getCallerIdentity:getCallerIdentity",
+        "aws:index/getPartition:getPartition",
+        "aws:index/getRegion:getRegion",
+        "aws:ecr/getAuthorizationToken:getAuthorizationToken",
+    )
+
+    def __init__(self, region: str) -> None:
+        self.region = region
+        self.calls: list[str] = []
+
+    def arn(self, service: str, resource: str, *, region: bool = True, account: bool = True) -> str:
+        return f"arn:{PARTITION}:{service}:{self.region if region else ''}:{ACCOUNT_ID if account else ''}:{resource}"
+
+    def call(self, args: mocks.MockCallArgs) -> tuple[dict[str, Any], list[tuple[str, str]] | None]:
+        self.calls.append(args.token)
+        if args.token not in self.CALLS:
+            raise UnmockedError(f"the program invoked {args.token!r}, which OfflineAws does not mock")
+        return self.answer(args.token, args.args), []
+
+    def answer(self, token: str, arguments: Mapping[str, Any]) -> dict[str, Any]:
+        """What AWS answers to one of `CALLS`."""
+        registry = f"{ACCOUNT_ID}.dkr.ecr.{self.region}.amazonaws.com"
+        answers: dict[str, dict[str, Any]] = {
+            "aws:index/getCallerIdentity:getCallerIdentity": {
+                "accountId": ACCOUNT_ID,
+                "arn": f"arn:{PARTITION}:iam::{ACCOUNT_ID}:user/deployer",
+                "id": ACCOUNT_ID,
+                "userId": "AIDAEXAMPLEDEPLOYER",
+            },
+            "aws:index/getPartition:getPartition": {
+                "id": PARTITION,
+                "partition": PARTITION,
+                "dnsSuffix": "amazonaws.com",
+                "reverseDnsPrefix": "com.amazonaws",
+            },
+            "aws:index/getRegion:getRegion": {
+                "id": self.region,
+                "name": self.region,
+                "region": self.region,
+                "endpoint": f"ec2.{self.region}.amazonaws.com",
+                "description": self.region,
+            },
+            "aws:ecr/getAuthorizationToken:getAuthorizationToken": {
+                "id": self.region,
+                "registryId": arguments.get("registryId", ACCOUNT_ID),
+                "authorizationToken": "QVdTOm1vY2stcGFzc3dvcmQ=",
+                "userName": "AWS",
+                "password": "mock-password",
+                "proxyEndpoint": f"https://{registry}",
+                "expiresAt": "2030-01-01T00:00:00Z",
+            },
+        }
+        return answers[token]
+
+    def new_resource(self, args: mocks.MockResourceArgs) -> tuple[str, dict[str, Any]]:
+        if not args.custom:
+            return "", {}  # component resources have no physical state
+        handler = _RESOURCES.get(args.typ)
+        if handler is None:
+            raise UnmockedError(f"the program declared {args.typ!r} ({args.name}), which OfflineAws does not mock")
+        return handler(self, args)
+
+
+def _repository(aws: OfflineAws, args: mocks.MockResourceArgs) -> tuple[str, dict[str, Any]]:
+    name = _auto_name(args).lower()
+    return name, {
+        **args.inputs,
+        "name": name,
+        "arn": aws.arn("ecr", f"repository/{name}"),
+        "registryId": ACCOUNT_ID,
+        "repositoryUrl": f"{ACCOUNT_ID}.dkr.ecr.{aws.region}.amazonaws.com/{name}",
+    }
+
+
+def _bucket(aws: OfflineAws, args: mocks.MockResourceArgs) -> tuple[str, dict[str, Any]]:
+    bucket = _auto_name(args, "bucket").lower()
+    return bucket, {
+        **args.inputs,
+        "bucket": bucket,
+        "arn": f"arn:{PARTITION}:s3:::{bucket}",
+        "bucketDomainName": f"{bucket}.s3.amazonaws.com",
+        "region": aws.region,
+    }
+
+
+def _bucket_setting(aws: OfflineAws, args: mocks.MockResourceArgs) -> tuple[str, dict[str, Any]]:
+    return str(args.inputs["bucket"]), dict(args.inputs)
+
+
+def _repository_setting(aws: OfflineAws, args: mocks.MockResourceArgs) -> tuple[str, dict[str, Any]]:
+    return str(args.inputs["repository"]), {**args.inputs, "registryId": ACCOUNT_ID}
+
+
+def _bucket_object(aws: OfflineAws, args: mocks.MockResourceArgs) -> tuple[str, dict[str, Any]]:
+    key = str(args.inputs["key"])
+    return key, {**args.inputs, "etag": _suffix(key, 32), "versionId": "null"}
+
+
+def _image(aws: OfflineAws, args: mocks.MockResourceArgs) -> tuple[str, dict[str, Any]]:
+    digest = "sha256:" + hashlib.sha256(repr(sorted(args.inputs.items())).encode()).hexdigest()
+    tags = args.inputs.get("tags") or []
+    ref = f"{tags[0]}@{digest}" if tags else digest
+    return digest, {**args.inputs, "digest": digest, "ref": ref, "contextHash": _suffix(args.name, 64)}
+
+
+def _role(aws: OfflineAws, args: mocks.MockResourceArgs) -> tuple[str, dict[str, Any]]:
+    name = _auto_name(args)
+    return name, {
+        **args.inputs,
+        "name": name,
+        "arn": aws.arn("iam", f"role/{name}", region=False),
+        "uniqueId": f"AROA{_suffix(name, 17).upper()}",
+    }
+
+
+def _role_policy(aws: OfflineAws, args: mocks.MockResourceArgs) -> tuple[str, dict[str, Any]]:
+    name = _auto_name(args)
+    return f"{args.inputs['role']}:{name}", {**args.inputs, "name": name}
+
+
+def _sagemaker(kind: str) -> Handler:
+    def handler(aws: OfflineAws, args: mocks.MockResourceArgs) -> tuple[str, dict[str, Any]]:
+        name = _auto_name(args)
+        # SageMaker lower-cases names in ARNs.
+        return name, {**args.inputs, "name": name, "arn": aws.arn("sagemaker", f"{kind}/{name.lower()}")}
+
+    return handler
+
+
+def _scalable_target(aws: OfflineAws, args: mocks.MockResourceArgs) -> tuple[str, dict[str, Any]]:
+    resource_id = str(args.inputs["resourceId"])
+    arn = aws.arn("application-autoscaling", f"scalable-target/sgm{_suffix(resource_id, 20)}")
+    return resource_id, {**args.inputs, "arn": arn}
+
+
+def _scaling_policy(aws: OfflineAws, args: mocks.MockResourceArgs) -> tuple[str, dict[str, Any]]:
+    name = _auto_name(args)
+    arn = aws.arn(
+        "autoscaling",
+        f"scalingPolicy:{_suffix(name, 36)}:resource/sagemaker/{args.inputs['resourceId']}:policyName/{name}",
+    )
+    return name, {**args.inputs, "name": name, "arn": arn, "alarmArns": []}
+
+
+def _agent_runtime(aws: OfflineAws, args: mocks.MockResourceArgs) -> tuple[str, dict[str, Any]]:
+    runtime_id = f"{args.inputs['agentRuntimeName']}-{_suffix(args.name, 10)}"
+    return runtime_id, {
+        **args.inputs,
+        "agentRuntimeId": runtime_id,
+        "agentRuntimeArn": aws.arn("bedrock-agentcore", f"runtime/{runtime_id}"),
+        "agentRuntimeVersion": "1",
+    }
+
+
+_RESOURCES: Final[dict[str, Handler]] = {
+    "aws:ecr/repository:Repository": _repository,
+    "aws:ecr/lifecyclePolicy:LifecyclePolicy": _repository_setting,
+    "aws:s3/bucket:Bucket": _bucket,
+    "aws:s3/bucketServerSideEncryptionConfiguration:BucketServerSideEncryptionConfiguration": _bucket_setting,
+    "aws:s3/bucketPublicAccessBlock:BucketPublicAccessBlock": _bucket_setting,
+    "aws:s3/bucketObjectv2:BucketObjectv2": _bucket_object,
+    "docker-build:index:Image": _image,
+    "aws:iam/role:Role": _role,
+    "aws:iam/rolePolicy:RolePolicy": _role_policy,
+    "aws:sagemaker/model:Model": _sagemaker("model"),
+    "aws:sagemaker/endpointConfiguration:EndpointConfiguration": _sagemaker("endpoint-config"),
+    "aws:sagemaker/endpoint:Endpoint": _sagemaker("endpoint"),
+    "aws:appautoscaling/target:Target": _scalable_target,
+    "aws:appautoscaling/policy:Policy": _scaling_policy,
+    "aws:bedrock/agentcoreAgentRuntime:AgentcoreAgentRuntime": _agent_runtime,
+}
