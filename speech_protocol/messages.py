@@ -315,6 +315,8 @@ def parse_server_event(text: str) -> ServerEvent:
             channels=_field(obj, "channels", int),
         )
     if kind == "timestamps":
+        if not all(isinstance(w, dict) for w in _field(obj, "words", list)):
+            raise ValueError("control frame 'timestamps': every entry of 'words' must be an object")
         words = tuple(
             WordTiming(
                 word=_field(w, "word", str),

@@ -203,6 +203,7 @@ def test_client_messages_round_trip_as_text_and_bytes(msg: object) -> None:
         ('{"type": "mystery"}', "unknown control frame type 'mystery'"),
         ('{"type": "synthesis_start", "request_id": 3}', "field 'request_id' must be"),
         ("[]", "control frame is not a JSON object"),
+        ('{"type": "timestamps", "request_id": "r", "chunk": 0, "words": [1]}', "every entry of 'words' must be"),
         ('{"type": "error", "request_id": 1, "code": "x", "message": "m"}', "'request_id' must be a string or null"),
         (
             '{"type": "synthesis_start", "request_id": "r", "sample_rate": true, "format": "f", "channels": 1}',
