@@ -44,6 +44,7 @@ class ErrorCode(StrEnum):
     UNKNOWN_VOICE = "unknown_voice"
     SPEED_OUT_OF_RANGE = "speed_out_of_range"
     DUPLICATE_REQUEST_ID = "duplicate_request_id"
+    UNKNOWN_REQUEST = "unknown_request"
     SESSION_CLOSING = "session_closing"
     SYNTHESIS_FAILED = "synthesis_failed"
 

@@ -42,7 +42,8 @@ def resolve_model_dir(configured: Path | None) -> Path:
         return configured
     if os.environ.get("HF_HUB_OFFLINE", "0") not in ("", "0"):
         raise WeightsNotFound(
-            "no model directory configured and HF_HUB_OFFLINE is set; set MODEL_DIR to a directory with "
+            "no model directory configured and HF_HUB_OFFLINE is set; "
+            "set KOKORO_MODEL_DIR (or --model-dir) to a directory with "
             f"{model_pin.CONFIG_FILE}, {model_pin.CHECKPOINT_FILE} and {model_pin.VOICES_DIR}/<name>.pt"
         )
     from huggingface_hub import snapshot_download

@@ -1,0 +1,1 @@
+"""Benchmark commands: each prints a table (`python -m bench.<name>`); none of them is a test."""

@@ -1,0 +1,89 @@
+"""The state the server's routes share: the engine once it is loaded, the scheduler, the chunk policy."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Literal
+
+from kokoro_server.chunking import ChunkPolicy, SentenceChunker, WholeText
+from kokoro_server.engine import SpeechEngine
+from kokoro_server.scheduler import FairScheduler
+from kokoro_server.settings import Settings
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class LoadedEngine:
+    engine: SpeechEngine
+    device: Literal["cpu", "cuda"]
+
+
+@dataclass(frozen=True, slots=True)
+class EngineLoader:
+    """Builds the engine at start-up, off the event loop; the server answers /ping 503 until it returns."""
+
+    load: Callable[[], LoadedEngine]
+    """Blocking: loads the model and warms it up (so the first request never pays for it)."""
+    on_failure: Callable[[BaseException], None] | None = None
+    """Called on the event loop when `load` raised (the process owner stops the server)."""
+
+
+class Readiness(StrEnum):
+    LOADING = "loading"
+    READY = "ready"
+    FAILED = "failed"
+
+
+class NotReadyError(RuntimeError):
+    """The engine is not loaded (yet, or at all)."""
+
+
+def chunk_policy(settings: Settings) -> ChunkPolicy:
+    return SentenceChunker() if settings.chunking == "sentence" else WholeText()
+
+
+class SpeechService:
+    """Shared by every route: readiness, engine, scheduler, chunk policy, session count."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.policy = chunk_policy(settings)
+        self.readiness = Readiness.LOADING
+        self.active_sessions = 0
+        self._engine: SpeechEngine | None = None
+        self._scheduler: FairScheduler | None = None
+        self._executor: ThreadPoolExecutor | None = None
+
+    def start(self, loaded: LoadedEngine) -> None:
+        """Serve with `loaded`: one pool thread per synthesis allowed at once."""
+        concurrency = self.settings.concurrency_for(loaded.device)
+        self._executor = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="synthesis")
+        self._scheduler = FairScheduler(concurrency, self._executor)
+        self._engine = loaded.engine
+        self.readiness = Readiness.READY
+        logger.info("serving on %s, %d synthesis at a time", loaded.device, concurrency)
+
+    def fail(self) -> None:
+        self.readiness = Readiness.FAILED
+
+    @property
+    def engine(self) -> SpeechEngine:
+        if self._engine is None:
+            raise NotReadyError(f"the speech engine is {self.readiness}")
+        return self._engine
+
+    @property
+    def scheduler(self) -> FairScheduler:
+        if self._scheduler is None:
+            raise NotReadyError(f"the speech engine is {self.readiness}")
+        return self._scheduler
+
+    def shutdown(self) -> None:
+        if self._executor is not None:
+            # A running synthesis cannot be interrupted; queued ones are dropped by their lanes.
+            self._executor.shutdown(wait=False, cancel_futures=True)

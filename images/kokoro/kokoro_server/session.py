@@ -1,0 +1,411 @@
+"""One WebSocket session of the bidirectional speech protocol (`speech_protocol`).
+
+Three tasks share a session:
+- the receiver reads client frames (text or binary, both UTF-8 JSON), validates them and queues
+  synthesis requests, or acts on `cancel` and `close`; bad input becomes an `error` frame;
+- the producer takes requests in order and, for each, pulls chunks lazily from the chunk policy
+  and runs them on the engine through the session's scheduler lane; it hands each chunk's frames
+  to the outbox and goes straight on to the next chunk (or the next request), so chunk k+1 is
+  computed while chunk k is being sent;
+- the writer is the only task that sends: it drains the outbox in order, so a request's frames
+  always go out as synthesis_start, [timestamps], audio..., synthesis_complete.
+
+Cancelling a request marks it, stops its synthesis at the next await (a queued engine job is
+dropped; a running one finishes and is discarded), removes its queued frames and queues
+`cancelled`; the writer checks the mark before every audio frame, so no audio of a cancelled
+request follows `cancelled`. A disconnect cancels every task and closes the lane, which drops the
+session's queued engine jobs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from collections import deque
+from dataclasses import dataclass, field
+from functools import partial
+
+from starlette import status
+from starlette.types import Message
+from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
+
+from kokoro_server.audio import split_frames
+from kokoro_server.chunking import ChunkPolicy, audio_ahead_s
+from kokoro_server.engine import ChunkAudio, SpeechEngine
+from kokoro_server.scheduler import Lane, LaneClosedError
+from speech_protocol import (
+    Cancel,
+    Cancelled,
+    ClientMessage,
+    Close,
+    ErrorCode,
+    ErrorEvent,
+    ProtocolError,
+    ServerEvent,
+    SynthesisComplete,
+    SynthesisStart,
+    Synthesize,
+    Timestamps,
+    WordTiming,
+    check_synthesis,
+    encode_server_event,
+    parse_client_message,
+    pcm_duration_s,
+)
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class SessionLimits:
+    max_text_chars: int
+    frame_bytes: int
+    """Largest binary frame; a chunk's audio is sent as several frames when longer."""
+    max_queued_chunks: int = 2
+    """Chunks of audio waiting to be sent before the producer pauses (a slow reader's backpressure)."""
+    max_queued_frames: int = 256
+    """Control frames waiting before the receiver stops reading (a client flooding bad messages)."""
+
+
+@dataclass(eq=False)
+class _Request:
+    request_id: str
+    text: str
+    voice: str
+    speed: float
+    timestamps: bool
+    accepted_at: float
+    cancelled: bool = False
+    first_audio_at: float | None = None
+    bytes_sent: int = 0
+    chunks_sent: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class _Control:
+    event: ServerEvent
+    request: _Request | None = None
+    """The request this frame belongs to; not sent once that request is cancelled."""
+    finishes: bool = False
+    """This frame ends its request (an engine failure): forget the request once it is sent."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Audio:
+    request: _Request
+    timestamps: Timestamps | None
+    frames: tuple[bytes, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class _Complete:
+    request: _Request
+
+
+@dataclass(frozen=True, slots=True)
+class _End:
+    """Everything accepted before `close` has been sent: close the session normally."""
+
+
+_Item = _Control | _Audio | _Complete | _End
+
+
+@dataclass(eq=False)
+class Outbox:
+    """The ordered queue of frames to send, with room for `max_chunks` chunks of audio."""
+
+    max_chunks: int
+    max_items: int
+    _items: deque[_Item] = field(default_factory=deque)
+    _changed: asyncio.Condition = field(default_factory=asyncio.Condition)
+
+    def _audio_items(self) -> int:
+        return sum(isinstance(item, _Audio) for item in self._items)
+
+    async def put(self, item: _Item) -> None:
+        async with self._changed:
+            if isinstance(item, _Audio):
+                await self._changed.wait_for(lambda: self._audio_items() < self.max_chunks)
+            else:
+                await self._changed.wait_for(lambda: len(self._items) < self.max_items)
+            if self._items and isinstance(self._items[-1], _End):
+                # A `cancelled` or `error` answering a message received after `close` must still be
+                # sent: `_End` (close the socket) stays last.
+                self._items.insert(len(self._items) - 1, item)
+            else:
+                self._items.append(item)
+            self._changed.notify_all()
+
+    async def get(self) -> _Item:
+        async with self._changed:
+            await self._changed.wait_for(lambda: bool(self._items))
+            item = self._items.popleft()
+            self._changed.notify_all()
+            return item
+
+    async def drop(self, request: _Request) -> None:
+        """Remove every queued frame of `request`."""
+        async with self._changed:
+            self._items = deque(item for item in self._items if _request_of(item) is not request)
+            self._changed.notify_all()
+
+
+def _request_of(item: _Item) -> _Request | None:
+    return None if isinstance(item, _End) else item.request
+
+
+class UnsupportedFrameError(Exception):
+    """An ASGI receive message with neither text nor bytes: nothing the session can answer."""
+
+
+def frame_payload(message: Message) -> str | bytes:
+    """The data of a `websocket.receive` message, text or binary (never assume text)."""
+    if message.get("text") is not None:
+        text: str = message["text"]
+        return text
+    if message.get("bytes") is not None:
+        data: bytes = message["bytes"]
+        return data
+    raise UnsupportedFrameError("websocket.receive message carries neither text nor bytes")
+
+
+def shift_words(words: tuple[WordTiming, ...], offset_s: float) -> tuple[WordTiming, ...]:
+    """Chunk-relative word timings made relative to the request's first sample."""
+    return tuple(WordTiming(w.word, w.start_s + offset_s, w.end_s + offset_s) for w in words)
+
+
+class Session:
+    """The state of one WebSocket session; `run()` serves it until close or disconnect."""
+
+    def __init__(
+        self, websocket: WebSocket, engine: SpeechEngine, lane: Lane, policy: ChunkPolicy, limits: SessionLimits
+    ) -> None:
+        self._ws = websocket
+        self._engine = engine
+        self._lane = lane
+        self._policy = policy
+        self._limits = limits
+        self._outbox = Outbox(max_chunks=limits.max_queued_chunks, max_items=limits.max_queued_frames)
+        self._pending: asyncio.Queue[_Request | None] = asyncio.Queue()
+        """Accepted requests in order; None after `close`."""
+        self._open: dict[str, _Request] = {}
+        """Requests accepted and not yet completed, failed or cancelled, oldest first."""
+        self._current: tuple[_Request, asyncio.Task[None]] | None = None
+        self._closing = False
+
+    async def run(self) -> None:
+        await self._ws.accept()
+        receiver = asyncio.create_task(self._receive(), name=f"{self._lane.name}-receive")
+        producer = asyncio.create_task(self._produce(), name=f"{self._lane.name}-produce")
+        writer = asyncio.create_task(self._write(), name=f"{self._lane.name}-write")
+        tasks = {receiver, producer, writer}
+        close_code: int | None = None
+        try:
+            close_code = await self._until_over(receiver, producer, writer)
+        finally:
+            for task in tasks:
+                task.cancel()
+            # Before any await: if the handler itself is being cancelled, queued engine jobs still go.
+            self._lane.close()
+            await asyncio.wait(tasks)
+            for task in tasks:
+                if not task.cancelled() and (exc := task.exception()) is not None:
+                    logger.debug(
+                        "session %s: %s ended with %r after the outcome", self._lane.name, task.get_name(), exc
+                    )
+        if close_code is not None and self._ws.application_state == WebSocketState.CONNECTED:
+            try:
+                await self._ws.close(code=close_code)
+            except WebSocketDisconnect:
+                logger.info("session %s: client left before the close frame", self._lane.name)
+
+    async def _until_over(
+        self, receiver: asyncio.Task[None], producer: asyncio.Task[None], writer: asyncio.Task[None]
+    ) -> int | None:
+        """Wait for the session's outcome; return the close code to send, None when the client left."""
+        waiting: set[asyncio.Task[None]] = {receiver, producer, writer}
+        while True:
+            done, waiting = await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
+            for task in done:
+                exc = task.exception()
+                if exc is None:
+                    if task is producer:
+                        continue  # every request is handed to the writer; it sends _End last
+                    if task is writer:
+                        return status.WS_1000_NORMAL_CLOSURE
+                    logger.info("session %s: client disconnected", self._lane.name)
+                    return None
+                if isinstance(exc, WebSocketDisconnect):
+                    logger.info("session %s: client went away while sending (code %s)", self._lane.name, exc.code)
+                    return None
+                if isinstance(exc, UnsupportedFrameError):
+                    logger.warning("session %s: %s", self._lane.name, exc)
+                    return status.WS_1003_UNSUPPORTED_DATA
+                logger.error("session %s failed", self._lane.name, exc_info=exc)
+                return status.WS_1011_INTERNAL_ERROR
+
+    # --- receiver ---------------------------------------------------------------------------
+
+    async def _receive(self) -> None:
+        """Read client frames until the client disconnects."""
+        while True:
+            message = await self._ws.receive()
+            if message["type"] == "websocket.disconnect":
+                return
+            try:
+                await self._handle(parse_client_message(frame_payload(message)))
+            except ProtocolError as exc:
+                logger.info("session %s: rejected message: %s (%s)", self._lane.name, exc.message, exc.code)
+                await self._outbox.put(_Control(exc.to_event()))
+
+    async def _handle(self, msg: ClientMessage) -> None:
+        if isinstance(msg, Synthesize):
+            self._accept(msg)
+        elif isinstance(msg, Cancel):
+            await self._cancel(msg.request_id)
+        else:
+            self._close(msg)
+
+    def _accept(self, msg: Synthesize) -> None:
+        if self._closing:
+            raise ProtocolError(
+                ErrorCode.SESSION_CLOSING, "the session is closing; it takes no new requests", msg.request_id
+            )
+        check_synthesis(msg, max_text_chars=self._limits.max_text_chars, voices=self._engine.voices)
+        request_id = msg.request_id if msg.request_id is not None else uuid.uuid4().hex
+        if request_id in self._open:
+            raise ProtocolError(
+                ErrorCode.DUPLICATE_REQUEST_ID, f"request {request_id!r} is still in progress", request_id
+            )
+        request = _Request(
+            request_id=request_id,
+            text=msg.text,
+            voice=msg.voice if msg.voice is not None else self._engine.default_voice,
+            speed=msg.speed if msg.speed is not None else 1.0,
+            timestamps=msg.timestamps,
+            accepted_at=time.perf_counter(),
+        )
+        self._open[request_id] = request
+        self._pending.put_nowait(request)
+
+    async def _cancel(self, request_id: str | None) -> None:
+        if request_id is None:
+            target = next(iter(self._open.values()), None)
+            if target is None:
+                raise ProtocolError(ErrorCode.UNKNOWN_REQUEST, "cancel: no request is in progress")
+        else:
+            target = self._open.get(request_id)
+            if target is None:
+                raise ProtocolError(
+                    ErrorCode.UNKNOWN_REQUEST, f"cancel: request {request_id!r} is not in progress", request_id
+                )
+        target.cancelled = True
+        del self._open[target.request_id]
+        if self._current is not None and self._current[0] is target:
+            self._current[1].cancel()
+        await self._outbox.drop(target)
+        await self._outbox.put(_Control(Cancelled(request_id=target.request_id)))
+
+    def _close(self, msg: Close) -> None:
+        if self._closing:
+            raise ProtocolError(ErrorCode.SESSION_CLOSING, "close was already received")
+        self._closing = True
+        self._pending.put_nowait(None)
+
+    # --- producer ---------------------------------------------------------------------------
+
+    async def _produce(self) -> None:
+        """Synthesize accepted requests one after another, in the order they arrived."""
+        while (request := await self._pending.get()) is not None:
+            if request.cancelled:
+                continue  # cancelled while it waited; `cancelled` is already queued
+            task = asyncio.create_task(self._synthesize(request))
+            self._current = (request, task)
+            try:
+                await asyncio.wait({task})
+            finally:
+                self._current = None
+                task.cancel()
+            if not task.cancelled() and (exc := task.exception()) is not None:
+                raise exc
+        await self._outbox.put(_End())
+
+    async def _synthesize(self, request: _Request) -> None:
+        await self._outbox.put(_Control(SynthesisStart(request_id=request.request_id), request=request))
+        remaining, index, produced_s = request.text, 0, 0.0
+        while True:
+            ahead = audio_ahead_s(produced_s, request.first_audio_at, time.perf_counter())
+            chunk = self._policy.next_chunk(remaining, first=index == 0, buffered_audio_s=ahead)
+            if chunk is None:
+                break
+            audio = await self._run_engine(request, chunk.text)
+            if audio is None:
+                return
+            words = (
+                Timestamps(request.request_id, index, shift_words(audio.words, produced_s))
+                if request.timestamps
+                else None
+            )
+            await self._outbox.put(_Audio(request, words, split_frames(audio.pcm, self._limits.frame_bytes)))
+            remaining, index, produced_s = chunk.rest, index + 1, produced_s + audio.duration_s
+        await self._outbox.put(_Complete(request))
+
+    async def _run_engine(self, request: _Request, text: str) -> ChunkAudio | None:
+        """The chunk's audio, or None after reporting an engine failure for this request."""
+        try:
+            return await self._lane.run(partial(self._engine.synthesize, text, request.voice, request.speed))
+        except LaneClosedError:
+            raise
+        except Exception:  # the engine boundary: any model failure fails this request only, not the session
+            logger.exception("session %s: synthesis of request %s failed", self._lane.name, request.request_id)
+            failure = ErrorEvent(
+                request.request_id, ErrorCode.SYNTHESIS_FAILED.value, "synthesis failed; see server logs"
+            )
+            await self._outbox.put(_Control(failure, request=request, finishes=True))
+            return None
+
+    # --- writer -----------------------------------------------------------------------------
+
+    async def _write(self) -> None:
+        """Send queued frames in order until the session's work is done."""
+        while not isinstance(item := await self._outbox.get(), _End):
+            if isinstance(item, _Control):
+                if item.request is not None and item.request.cancelled:
+                    continue
+                if item.finishes and item.request is not None:
+                    self._open.pop(item.request.request_id, None)
+                await self._ws.send_text(encode_server_event(item.event))
+            elif isinstance(item, _Audio):
+                await self._send_audio(item)
+            elif not item.request.cancelled:
+                await self._send_complete(item.request)
+
+    async def _send_audio(self, item: _Audio) -> None:
+        request = item.request
+        if request.cancelled:
+            return
+        if item.timestamps is not None:
+            await self._ws.send_text(encode_server_event(item.timestamps))
+        for frame in item.frames:
+            if request.cancelled:
+                return  # `cancelled` is queued behind us; nothing of this request may follow it
+            if request.first_audio_at is None:
+                request.first_audio_at = time.perf_counter()
+            await self._ws.send_bytes(frame)
+            request.bytes_sent += len(frame)
+        request.chunks_sent += 1
+
+    async def _send_complete(self, request: _Request) -> None:
+        now = time.perf_counter()
+        first_audio_at = request.first_audio_at if request.first_audio_at is not None else now
+        complete = SynthesisComplete(
+            request_id=request.request_id,
+            audio_duration_s=pcm_duration_s(request.bytes_sent),
+            time_to_first_audio_ms=(first_audio_at - request.accepted_at) * 1000,
+            elapsed_ms=(now - request.accepted_at) * 1000,
+            chunks=request.chunks_sent,
+        )
+        self._open.pop(request.request_id, None)
+        await self._ws.send_text(encode_server_event(complete))
