@@ -1,0 +1,148 @@
+"""The agent's configuration: one typed object, read once from the environment at start-up.
+
+Every key is declared here once, with its default. A blank value counts as unset (none of these keys
+has a meaningful empty value). Invalid values raise `ConfigError` naming the key and what is allowed.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal, get_args
+from urllib.parse import urlsplit
+
+from agent_app.events import MODES, Mode
+
+SpeechTransportKind = Literal["sagemaker", "websocket"]
+TRANSPORTS: tuple[SpeechTransportKind, ...] = get_args(SpeechTransportKind)
+
+DEFAULT_TRANSPORT: SpeechTransportKind = "sagemaker"
+DEFAULT_MODE: Mode = "stream"
+DEFAULT_DEADLINE_S = 120.0
+
+
+class ConfigError(ValueError):
+    """An environment variable is missing or invalid."""
+
+    def __init__(self, key: str, message: str) -> None:
+        super().__init__(f"{key}: {message}")
+        self.key = key
+
+
+@dataclass(frozen=True, slots=True)
+class AgentConfig:
+    speech_transport: SpeechTransportKind
+    """SPEECH_TRANSPORT: how the agent reaches the speech container."""
+    speech_endpoint_name: str | None
+    """SPEECH_ENDPOINT_NAME: the SageMaker endpoint (required with the sagemaker transport)."""
+    speech_ws_url: str | None
+    """SPEECH_WS_URL: ws:// or wss:// URL of the container's session route (required with websocket)."""
+    speech_mode: Mode
+    """SPEECH_MODE: the default mode of an invocation that does not name one."""
+    speech_voice: str | None
+    """SPEECH_VOICE: the default voice; unset means the container's default."""
+    aws_region: str | None
+    """AWS_REGION: required with Bedrock or the sagemaker transport."""
+    bedrock_model_id: str | None
+    """BEDROCK_MODEL_ID: the Bedrock model; unset means the offline demo model."""
+    agent_deadline_s: float
+    """AGENT_DEADLINE_S: every invocation ends by then, finished or not."""
+    sagemaker_endpoint_url: str | None
+    """AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME_HTTP2: an https:// URL replacing SageMaker's (the local stand-in)."""
+    sagemaker_ca_file: Path | None
+    """SAGEMAKER_CA_FILE: a PEM file of the CA to trust for that URL (the stand-in's throwaway CA)."""
+
+    @property
+    def demo(self) -> bool:
+        return self.bedrock_model_id is None
+
+
+def _get(env: Mapping[str, str], key: str) -> str | None:
+    value = env.get(key)
+    if value is None or not value.strip():
+        return None
+    return value.strip()
+
+
+def _choice[T: str](env: Mapping[str, str], key: str, allowed: tuple[T, ...], default: T) -> T:
+    value = _get(env, key)
+    if value is None:
+        return default
+    for option in allowed:
+        if value == option:
+            return option
+    raise ConfigError(key, f"must be one of {', '.join(allowed)}; got {value!r}")
+
+
+def _positive_seconds(env: Mapping[str, str], key: str, default: float) -> float:
+    value = _get(env, key)
+    if value is None:
+        return default
+    try:
+        seconds = float(value)
+    except ValueError:
+        raise ConfigError(key, f"must be a number of seconds greater than 0; got {value!r}") from None
+    if not math.isfinite(seconds) or seconds <= 0:
+        raise ConfigError(key, f"must be a number of seconds greater than 0; got {value!r}")
+    return seconds
+
+
+def _ws_url(env: Mapping[str, str], key: str) -> str | None:
+    value = _get(env, key)
+    if value is None:
+        return None
+    parts = urlsplit(value)
+    if parts.scheme not in ("ws", "wss") or not parts.hostname:
+        raise ConfigError(key, f"must be a ws:// or wss:// URL with a host; got {value!r}")
+    return value
+
+
+def _https_url(env: Mapping[str, str], key: str) -> str | None:
+    value = _get(env, key)
+    if value is None:
+        return None
+    parts = urlsplit(value)
+    if parts.scheme != "https" or not parts.hostname:
+        raise ConfigError(
+            key, f"must be an https:// URL with a host (the client speaks HTTP/2 over TLS); got {value!r}"
+        )
+    return value
+
+
+def _existing_file(env: Mapping[str, str], key: str) -> Path | None:
+    value = _get(env, key)
+    if value is None:
+        return None
+    path = Path(value)
+    if not path.is_file():
+        raise ConfigError(key, f"must name an existing file; {value!r} is not one")
+    return path
+
+
+def load_config(env: Mapping[str, str]) -> AgentConfig:
+    """Read and check the agent's configuration (pass `os.environ`)."""
+    transport = _choice(env, "SPEECH_TRANSPORT", TRANSPORTS, DEFAULT_TRANSPORT)
+    config = AgentConfig(
+        speech_transport=transport,
+        speech_endpoint_name=_get(env, "SPEECH_ENDPOINT_NAME"),
+        speech_ws_url=_ws_url(env, "SPEECH_WS_URL"),
+        speech_mode=_choice(env, "SPEECH_MODE", MODES, DEFAULT_MODE),
+        speech_voice=_get(env, "SPEECH_VOICE"),
+        aws_region=_get(env, "AWS_REGION"),
+        bedrock_model_id=_get(env, "BEDROCK_MODEL_ID"),
+        agent_deadline_s=_positive_seconds(env, "AGENT_DEADLINE_S", DEFAULT_DEADLINE_S),
+        sagemaker_endpoint_url=_https_url(env, "AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME_HTTP2"),
+        sagemaker_ca_file=_existing_file(env, "SAGEMAKER_CA_FILE"),
+    )
+    if transport == "sagemaker":
+        if config.speech_endpoint_name is None:
+            raise ConfigError("SPEECH_ENDPOINT_NAME", "is required when SPEECH_TRANSPORT is sagemaker")
+        if config.aws_region is None:
+            raise ConfigError("AWS_REGION", "is required when SPEECH_TRANSPORT is sagemaker")
+    elif config.speech_ws_url is None:
+        raise ConfigError("SPEECH_WS_URL", "is required when SPEECH_TRANSPORT is websocket")
+    if config.bedrock_model_id is not None and config.aws_region is None:
+        raise ConfigError("AWS_REGION", "is required when BEDROCK_MODEL_ID is set")
+    return config

@@ -1,0 +1,404 @@
+"""One invocation: the agent's answer streamed as text events and spoken as audio events.
+
+In `stream` mode each chunk the segmenter releases is sent at once over one speech session while
+the model keeps generating, and audio is read concurrently; in `batch` mode the whole answer is
+sent once the model has finished. Events leave through a small bounded outbox that the caller's
+generator drains.
+
+AgentCore does not cancel the generator when its caller disconnects: it stops pulling, and the
+generator stays parked. So the work runs in its own task and treats an outbox that stays full for
+`caller_gone_after_s` as a caller that is gone: it stops the model (Strands' cancel signal) and the
+speech session (the socket is closed). Closing the generator (`aclose`) stops the work at once, and
+a deadline bounds every invocation.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from collections.abc import AsyncIterator, Callable, Coroutine
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any, Final
+
+from strands import Agent
+
+from agent_app import events
+from agent_app.events import AgentErrorCode, AgentEvent, Mode
+from agent_app.segmenter import SegmenterConfig, SentenceSegmenter
+from agent_app.speech.tracker import SessionTracker, SpeechRejectedError
+from agent_app.speech.transport import SpeechConnection, SpeechErrorCode, SpeechTransport, SpeechTransportError
+from speech_protocol import Close, Synthesize
+
+logger = logging.getLogger(__name__)
+
+BATCH_REQUEST_ID: Final = "answer"
+CALLER_GONE_AFTER_S: Final = 10.0
+"""How long the outbox may stay full before the caller counts as gone (a slow network reads on)."""
+MESSAGE_SEPARATOR: Final = " "
+"""Put between the texts of two model messages (before and after a tool call), which carry none."""
+
+
+class CallerGone(Exception):
+    """Nobody has taken an event from the outbox for `caller_gone_after_s`."""
+
+
+class ModelError(Exception):
+    """The model (or the agent loop around it) failed."""
+
+
+@dataclass(frozen=True, slots=True)
+class _MessageEnd:
+    """An assistant message ended (the agent may now call a tool, then answer on)."""
+
+
+@dataclass(frozen=True, slots=True)
+class _ModelDone:
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class _ModelFailed:
+    error: Exception
+
+
+_ModelItem = str | _MessageEnd | _ModelDone | _ModelFailed
+
+
+class Outcome(StrEnum):
+    COMPLETED = "completed"
+    FAILED = "failed"
+    """An `error` event was the last event."""
+    CALLER_GONE = "caller_gone"
+    CLOSED = "closed"
+    """The caller closed the event generator before the end."""
+
+
+@dataclass(frozen=True, slots=True)
+class PipelineSettings:
+    mode: Mode
+    voice: str | None
+    deadline_s: float
+    caller_gone_after_s: float = CALLER_GONE_AFTER_S
+    outbox_size: int = 32
+    segmenter: SegmenterConfig = field(default_factory=lambda: SegmenterConfig(first_clause_min_chars=40))
+
+    def __post_init__(self) -> None:
+        if not self.deadline_s > 0:
+            raise ValueError(f"deadline_s must be > 0, got {self.deadline_s}")
+        if not self.caller_gone_after_s > 0:
+            raise ValueError(f"caller_gone_after_s must be > 0, got {self.caller_gone_after_s}")
+        if self.outbox_size < 2:
+            raise ValueError(f"outbox_size must be at least 2 (an error and the end), got {self.outbox_size}")
+
+
+def _speakable(chunk: str) -> bool:
+    # A chunk of only symbols ("---", "**") has nothing to say; the container would return no audio.
+    return any(ch.isalnum() for ch in chunk)
+
+
+def _first_leaf(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    first = group.exceptions[0]
+    return _first_leaf(first) if isinstance(first, BaseExceptionGroup) else first
+
+
+async def _run_concurrently(*coroutines: Coroutine[Any, Any, None]) -> None:
+    """Run coroutines together; the first failure cancels the others and is raised as itself."""
+    try:
+        async with asyncio.TaskGroup() as group:
+            for coroutine in coroutines:
+                group.create_task(coroutine)
+    except BaseExceptionGroup as failed:
+        raise _first_leaf(failed) from None
+
+
+class Invocation:
+    """Runs one prompt through the agent and the speech session; `events()` yields the result."""
+
+    def __init__(
+        self,
+        *,
+        prompt: str,
+        agent: Agent,
+        model_name: str,
+        demo: bool,
+        transport: SpeechTransport,
+        settings: PipelineSettings,
+    ) -> None:
+        self._prompt = prompt
+        self._agent = agent
+        self._model_name = model_name
+        self._demo = demo
+        self._transport = transport
+        self._settings = settings
+        self._outbox: asyncio.Queue[AgentEvent | None] = asyncio.Queue(maxsize=settings.outbox_size)
+        self._cancel_model = threading.Event()
+        self._finished = asyncio.Event()
+        self._started = False
+        self.outcome: Outcome | None = None
+        self._t0 = 0.0
+        self._first_text_s: float | None = None
+        self._first_audio_s: float | None = None
+        self._seq = 0
+        self._audio_bytes = 0
+        self._audio_started = False
+
+    # --- the caller's side -------------------------------------------------------------------
+
+    async def events(self) -> AsyncIterator[AgentEvent]:
+        """The invocation's events, in order; the work starts on the first pull."""
+        if self._started:
+            raise RuntimeError("an invocation's events can be read once")
+        self._started = True
+        worker = asyncio.create_task(self._work(), name="agent-invocation")
+        try:
+            while (event := await self._outbox.get()) is not None:
+                yield event
+        finally:
+            if not worker.done():
+                self._set_outcome(Outcome.CLOSED)
+                worker.cancel()
+            await asyncio.wait([worker])
+
+    async def wait_finished(self) -> Outcome:
+        """Wait until all model and speech work of this invocation has stopped."""
+        await self._finished.wait()
+        assert self.outcome is not None
+        return self.outcome
+
+    # --- the work ----------------------------------------------------------------------------
+
+    def _now(self) -> float:
+        return asyncio.get_running_loop().time()
+
+    def _elapsed(self) -> float:
+        return self._now() - self._t0
+
+    def _set_outcome(self, outcome: Outcome) -> None:
+        if self.outcome is None:
+            self.outcome = outcome
+
+    async def _work(self) -> None:
+        self._t0 = self._now()
+        mode = self._settings.mode
+        try:
+            await self._emit(events.agent_start(mode, self._model_name, demo=self._demo))
+            failure = await self._answer()
+            if failure is None:
+                if not self._audio_started:
+                    await self._emit(events.audio_start())
+                await self._emit(events.audio_end(self._seq, self._audio_bytes))
+                await self._emit(
+                    events.metrics(
+                        mode,
+                        first_text_s=self._first_text_s,
+                        first_audio_s=self._first_audio_s,
+                        total_s=self._elapsed(),
+                    )
+                )
+                await self._emit(events.agent_end())
+                self._set_outcome(Outcome.COMPLETED)
+            else:
+                self._set_outcome(Outcome.FAILED)
+                await self._emit(events.error(*failure))
+            await self._emit(None)
+        except CallerGone:
+            self._set_outcome(Outcome.CALLER_GONE)
+            message = f"the caller read no event for {self._settings.caller_gone_after_s:g} s; the answer was stopped"
+            logger.warning("%s", message)
+            # Usually nobody will read again (AgentCore parks the generator). A caller that does
+            # gets a clear end rather than a stream that never ends: drop what it never read.
+            while not self._outbox.empty():
+                self._outbox.get_nowait()
+            self._outbox.put_nowait(events.error(AgentErrorCode.CALLER_TOO_SLOW, message))
+            self._outbox.put_nowait(None)
+        finally:
+            self._cancel_model.set()
+            logger.info(
+                "invocation %s: mode=%s first_text=%s first_audio=%s total=%.3fs",
+                self.outcome,
+                mode,
+                self._first_text_s,
+                self._first_audio_s,
+                self._elapsed(),
+            )
+            self._finished.set()
+
+    async def _answer(self) -> tuple[AgentErrorCode, str] | None:
+        """Generate and speak the answer within the deadline; the error to report, or None."""
+        deadline = asyncio.timeout(self._settings.deadline_s)
+        try:
+            async with deadline:
+                if self._settings.mode == "stream":
+                    await self._answer_streaming()
+                else:
+                    await self._answer_batch()
+        except CallerGone:
+            raise
+        except TimeoutError:
+            if not deadline.expired():
+                logger.exception("unexpected timeout")
+                return AgentErrorCode.INTERNAL_ERROR, "internal error: an operation timed out"
+            return AgentErrorCode.DEADLINE_EXCEEDED, f"the answer did not finish within {self._settings.deadline_s:g} s"
+        except SpeechTransportError as exc:
+            logger.warning("speech session failed: %s: %s", exc.code, exc.message)
+            return AgentErrorCode(exc.code.value), exc.message
+        except SpeechRejectedError as exc:
+            logger.warning("%s", exc)
+            return AgentErrorCode.SPEECH_REJECTED, str(exc)
+        except ModelError as exc:
+            logger.warning("%s", exc, exc_info=exc.__cause__)
+            return AgentErrorCode.MODEL_ERROR, str(exc)
+        except Exception:
+            # A bug of ours: the caller still gets a structured end instead of a stream that stops.
+            logger.exception("invocation failed unexpectedly")
+            return AgentErrorCode.INTERNAL_ERROR, "internal error (see the agent's log)"
+        return None
+
+    async def _answer_streaming(self) -> None:
+        chunks: asyncio.Queue[str | None] = asyncio.Queue()
+        await _run_concurrently(self._generate_into(chunks), self._speak_chunks(chunks))
+
+    async def _answer_batch(self) -> None:
+        answer = (await self._generate(None)).strip()
+        if not _speakable(answer):
+            return
+        async with self._transport.connect() as connection:
+            tracker = SessionTracker()
+            tracker.sent(BATCH_REQUEST_ID)
+            await connection.send(Synthesize(text=answer, request_id=BATCH_REQUEST_ID, voice=self._settings.voice))
+            await connection.send(Close())
+            await self._receive_audio(connection, tracker, close_sent=lambda: True)
+
+    async def _generate_into(self, chunks: asyncio.Queue[str | None]) -> None:
+        await self._generate(chunks)
+
+    async def _generate(self, chunks: asyncio.Queue[str | None] | None) -> str:
+        """Run the agent: emit its text, feed speakable chunks to `chunks` as they complete, return the answer."""
+        segmenter = SentenceSegmenter(self._settings.segmenter) if chunks is not None else None
+
+        def release(completed: list[str]) -> None:
+            if chunks is not None:
+                for chunk in completed:
+                    if _speakable(chunk):
+                        chunks.put_nowait(chunk)
+
+        answer: list[str] = []
+        separate = False
+        model_output: asyncio.Queue[_ModelItem] = asyncio.Queue()
+        pump = asyncio.create_task(self._pump_model(model_output), name="agent-model")
+        try:
+            while not isinstance(item := await model_output.get(), _ModelDone):
+                if isinstance(item, _ModelFailed):
+                    raise ModelError(f"the model failed: {type(item.error).__name__}: {item.error}") from item.error
+                if isinstance(item, _MessageEnd):
+                    if answer:
+                        # The end of a model message (e.g. before a tool call) is a certain boundary.
+                        separate = True
+                        if segmenter is not None:
+                            release(segmenter.flush())
+                    continue
+                text = MESSAGE_SEPARATOR + item if separate and not item[0].isspace() else item
+                separate = False
+                answer.append(text)
+                if self._first_text_s is None:
+                    self._first_text_s = self._elapsed()
+                await self._emit(events.text_delta(text))
+                if segmenter is not None:
+                    release(segmenter.feed(text))
+        finally:
+            if not pump.done():
+                self._cancel_model.set()
+                pump.cancel()
+            await asyncio.wait([pump])
+        if segmenter is not None:
+            release(segmenter.finish())
+        if chunks is not None:
+            chunks.put_nowait(None)
+        return "".join(answer)
+
+    async def _pump_model(self, output: asyncio.Queue[_ModelItem]) -> None:
+        """Drive the agent, passing on text deltas and message ends.
+
+        A task of its own, so that stopping it is a cancellation that lands inside the agent's
+        stream and unwinds every generator of the agent loop down to the model's at once (closing
+        the outer generator would leave the inner ones to garbage collection). For that the task
+        must never wait anywhere else, hence the unbounded queue: text is small, and a caller who
+        stops reading is detected within `caller_gone_after_s`. The cancel signal also stops
+        Bedrock's reader thread.
+        """
+        try:
+            async for event in self._agent.stream_async(self._prompt, cancel_signal=self._cancel_model):
+                text = event.get("data")
+                if isinstance(text, str) and text:
+                    output.put_nowait(text)
+                elif _is_assistant_message(event):
+                    output.put_nowait(_MessageEnd())
+        except Exception as exc:
+            # The model is a third-party boundary with an open set of errors (throttling,
+            # validation, network); whatever it raises, the caller gets one stable code.
+            output.put_nowait(_ModelFailed(exc))
+            return
+        output.put_nowait(_ModelDone())
+
+    async def _speak_chunks(self, chunks: asyncio.Queue[str | None]) -> None:
+        """One session: send each chunk as it arrives while reading the audio that comes back."""
+        tracker = SessionTracker()
+        closed = False
+
+        async def send_all(connection: SpeechConnection) -> None:
+            nonlocal closed
+            count = 0
+            while (chunk := await chunks.get()) is not None:
+                request_id = f"s{count}"
+                count += 1
+                tracker.sent(request_id)
+                await connection.send(Synthesize(text=chunk, request_id=request_id, voice=self._settings.voice))
+            closed = True
+            await connection.send(Close())
+
+        async with self._transport.connect() as connection:
+            await _run_concurrently(
+                send_all(connection), self._receive_audio(connection, tracker, close_sent=lambda: closed)
+            )
+
+    async def _receive_audio(
+        self, connection: SpeechConnection, tracker: SessionTracker, *, close_sent: Callable[[], bool]
+    ) -> None:
+        while (frame := await connection.receive()) is not None:
+            pcm = tracker.frame(frame)
+            if pcm:
+                await self._emit_audio(pcm)
+        if not close_sent():
+            raise SpeechTransportError(
+                SpeechErrorCode.STREAM_ERROR, "the speech container ended the session before the agent closed it"
+            )
+        tracker.end()
+
+    # --- the outbox --------------------------------------------------------------------------
+
+    async def _emit_audio(self, pcm: bytes) -> None:
+        if not self._audio_started:
+            self._audio_started = True
+            self._first_audio_s = self._elapsed()
+            await self._emit(events.audio_start())
+        await self._emit(events.audio_chunk(self._seq, pcm))
+        self._seq += 1
+        self._audio_bytes += len(pcm)
+
+    async def _emit(self, event: AgentEvent | None) -> None:
+        """Queue an event (None: the end); raise CallerGone when nobody takes it in time."""
+        if not self._outbox.full():
+            self._outbox.put_nowait(event)
+            return
+        try:
+            async with asyncio.timeout(self._settings.caller_gone_after_s):
+                await self._outbox.put(event)
+        except TimeoutError:
+            raise CallerGone from None
+
+
+def _is_assistant_message(event: dict[str, Any]) -> bool:
+    message = event.get("message")
+    return isinstance(message, dict) and message.get("role") == "assistant"

@@ -1,0 +1,99 @@
+"""The agent's configuration: defaults, each key's checks, and errors that name the key."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from agent_app.config import DEFAULT_DEADLINE_S, ConfigError, load_config
+
+WEBSOCKET = {"SPEECH_TRANSPORT": "websocket", "SPEECH_WS_URL": "ws://127.0.0.1:8081/invocations-bidirectional-stream"}
+SAGEMAKER = {"SPEECH_ENDPOINT_NAME": "voicestack-kokoro", "AWS_REGION": "us-east-1"}
+
+
+def test_defaults_with_the_sagemaker_transport() -> None:
+    config = load_config(SAGEMAKER)
+    assert config.speech_transport == "sagemaker"
+    assert config.speech_endpoint_name == "voicestack-kokoro"
+    assert config.aws_region == "us-east-1"
+    assert config.speech_mode == "stream"
+    assert config.speech_voice is None
+    assert config.bedrock_model_id is None
+    assert config.demo is True
+    assert config.agent_deadline_s == DEFAULT_DEADLINE_S
+    assert config.sagemaker_endpoint_url is None
+    assert config.sagemaker_ca_file is None
+
+
+def test_every_key_read(tmp_path: Path) -> None:
+    ca = tmp_path / "ca.pem"
+    ca.write_text("-----BEGIN CERTIFICATE-----\n")
+    config = load_config(
+        {
+            **SAGEMAKER,
+            "SPEECH_MODE": "batch",
+            "SPEECH_VOICE": "am_michael",
+            "BEDROCK_MODEL_ID": "us.anthropic.claude-haiku-4-5",
+            "AGENT_DEADLINE_S": "0.5",
+            "AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME_HTTP2": "https://127.0.0.1:8443",
+            "SAGEMAKER_CA_FILE": str(ca),
+        }
+    )
+    assert config.speech_mode == "batch"
+    assert config.speech_voice == "am_michael"
+    assert config.bedrock_model_id == "us.anthropic.claude-haiku-4-5"
+    assert config.demo is False
+    assert config.agent_deadline_s == 0.5
+    assert config.sagemaker_endpoint_url == "https://127.0.0.1:8443"
+    assert config.sagemaker_ca_file == ca
+
+
+def test_websocket_transport_needs_no_aws() -> None:
+    config = load_config(WEBSOCKET)
+    assert config.speech_transport == "websocket"
+    assert config.speech_ws_url == WEBSOCKET["SPEECH_WS_URL"]
+    assert config.aws_region is None
+
+
+def test_blank_values_count_as_unset() -> None:
+    config = load_config({**WEBSOCKET, "BEDROCK_MODEL_ID": "  ", "SPEECH_VOICE": "", "SPEECH_MODE": ""})
+    assert config.bedrock_model_id is None
+    assert config.speech_voice is None
+    assert config.speech_mode == "stream"
+
+
+@pytest.mark.parametrize(
+    ("env", "key", "message"),
+    [
+        (
+            {**SAGEMAKER, "SPEECH_TRANSPORT": "grpc"},
+            "SPEECH_TRANSPORT",
+            "must be one of sagemaker, websocket; got 'grpc'",
+        ),
+        ({**SAGEMAKER, "SPEECH_MODE": "Stream"}, "SPEECH_MODE", "must be one of stream, batch; got 'Stream'"),
+        ({"AWS_REGION": "us-east-1"}, "SPEECH_ENDPOINT_NAME", "is required when SPEECH_TRANSPORT is sagemaker"),
+        ({"SPEECH_ENDPOINT_NAME": "e"}, "AWS_REGION", "is required when SPEECH_TRANSPORT is sagemaker"),
+        ({"SPEECH_TRANSPORT": "websocket"}, "SPEECH_WS_URL", "is required when SPEECH_TRANSPORT is websocket"),
+        ({**WEBSOCKET, "SPEECH_WS_URL": "http://h:1/x"}, "SPEECH_WS_URL", "must be a ws:// or wss:// URL"),
+        ({**WEBSOCKET, "SPEECH_WS_URL": "ws:///x"}, "SPEECH_WS_URL", "must be a ws:// or wss:// URL with a host"),
+        ({**WEBSOCKET, "BEDROCK_MODEL_ID": "m"}, "AWS_REGION", "is required when BEDROCK_MODEL_ID is set"),
+        ({**WEBSOCKET, "AGENT_DEADLINE_S": "0"}, "AGENT_DEADLINE_S", "greater than 0; got '0'"),
+        ({**WEBSOCKET, "AGENT_DEADLINE_S": "-3"}, "AGENT_DEADLINE_S", "greater than 0; got '-3'"),
+        ({**WEBSOCKET, "AGENT_DEADLINE_S": "nan"}, "AGENT_DEADLINE_S", "greater than 0; got 'nan'"),
+        ({**WEBSOCKET, "AGENT_DEADLINE_S": "soon"}, "AGENT_DEADLINE_S", "must be a number of seconds"),
+        (
+            {**SAGEMAKER, "AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME_HTTP2": "http://127.0.0.1:8443"},
+            "AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME_HTTP2",
+            "must be an https:// URL",
+        ),
+        ({**SAGEMAKER, "SAGEMAKER_CA_FILE": "/nonexistent/ca.pem"}, "SAGEMAKER_CA_FILE", "must name an existing file"),
+    ],
+    ids=lambda value: value if isinstance(value, str) and value.isupper() else "",
+)
+def test_invalid_values_name_the_key(env: dict[str, str], key: str, message: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_config(env)
+    assert caught.value.key == key
+    assert str(caught.value).startswith(f"{key}: ")
+    assert message in str(caught.value)
