@@ -1,0 +1,473 @@
+"""`python -m bench.lab`: the AWS latency measurements, reproduced side by side in one run.
+
+1. Transport: a 267-character, four-sentence text over the speech transport (SageMaker's
+   bidirectional stream; locally through the stand-in), time to first audio byte when sending the
+   whole text versus the first sentence first (AWS: 329.3 ms vs 156.7 ms, -52.4 %).
+2. End to end: the same scripted answer through the agent in `batch` and `stream` modes, first
+   audio at the caller (AWS: stream 2.4x sooner locally, 3.5x deployed).
+3. Transport size: raw PCM versus base64 in JSON SSE events for 24 clips, measured on the events
+   the agent sent in step 2 (AWS: about a third larger).
+
+Prints a table and writes a PNG of the distributions. `--target local` (default) starts the local
+stack itself (speech server, stand-in, agent) and stops it at the end; locally the speech server
+synthesizes each request whole (`--server-chunking none`), like the container the AWS figures
+were measured on. `--target deployed` measures the Pulumi stack (endpoint name, agent runtime ARN
+and region from flags or `pulumi stack output`) with the AWS credentials of this shell.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final, Literal
+
+import httpx
+
+from agent_app.speech.transport import SpeechTransport
+from bench.lab_report import (
+    AgentTrial,
+    EndToEndResults,
+    LabResults,
+    TransportResults,
+    render,
+    size_report,
+    write_chart,
+)
+from bench.speech import BENCH_TEXT
+from local.launcher import LaunchError
+from local.stack import StackConfig, StackError, launch
+from speech_protocol import Cancel, Close, ErrorEvent, Synthesize
+
+TRANSPORT_TEXT: Final = BENCH_TEXT
+"""267 characters, four sentences: the speech benchmark's text, as in the AWS transport test."""
+
+LAB_PROMPT: Final = "How does streaming speech make a voice agent feel faster?"
+SIZE_CLIPS: Final = 24
+LOCAL_ENDPOINT: Final = "kokoro-local"
+LOCAL_REGION: Final = "us-east-1"
+
+Mode = Literal["batch", "stream"]
+SendStrategy = Literal["whole_text", "first_sentence"]
+
+
+class LabError(RuntimeError):
+    """A measurement could not be taken (an error event, a missing output); the message says which."""
+
+
+# --- pure helpers ----------------------------------------------------------------------------------
+
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+
+
+def split_sentences(text: str) -> list[str]:
+    """Sentences of `text`, split after `.`, `!` or `?` followed by whitespace."""
+    return [part for part in _SENTENCE_END.split(text.strip()) if part]
+
+
+def requests_for(text: str, strategy: SendStrategy) -> list[Synthesize]:
+    """What a client sends: the whole text in one request, or one request per sentence."""
+    if strategy == "whole_text":
+        return [Synthesize(text=text, request_id="whole")]
+    return [Synthesize(text=sentence, request_id=f"s{i}") for i, sentence in enumerate(split_sentences(text))]
+
+
+class SseDataParser:
+    """Incremental parser for AgentCore's SSE framing (`data: <json>` lines, blank-line separated).
+
+    Returns each event with the bytes its frame took on the wire, for the transport-size figures.
+    """
+
+    def __init__(self) -> None:
+        self._buffer = b""
+
+    def feed(self, chunk: bytes) -> list[tuple[dict[str, Any], int]]:
+        self._buffer += chunk
+        events: list[tuple[dict[str, Any], int]] = []
+        while (end := self._buffer.find(b"\n\n")) != -1:
+            frame, self._buffer = self._buffer[:end], self._buffer[end + 2 :]
+            data = b"\n".join(line[5:].removeprefix(b" ") for line in frame.split(b"\n") if line.startswith(b"data:"))
+            if data:
+                events.append((json.loads(data), len(frame) + 2))
+        return events
+
+    @property
+    def pending(self) -> bytes:
+        """Bytes of an unterminated frame (empty at a clean end of stream)."""
+        return self._buffer
+
+
+@dataclass
+class TrialRecorder:
+    """Times one agent invocation from its events, and keeps the sizes of its audio events."""
+
+    started: float
+    clock: Callable[[], float] = time.perf_counter
+    first_text_ms: float | None = None
+    first_audio_ms: float | None = None
+    clips: list[tuple[int, int]] = field(default_factory=list)
+    """(raw PCM bytes, SSE bytes) of each audio_chunk event."""
+
+    def event(self, event: dict[str, Any], wire_bytes: int) -> None:
+        elapsed = (self.clock() - self.started) * 1000.0
+        kind = event.get("type")
+        if kind == "error" or (kind is None and "error" in event):
+            raise LabError(f"the agent reported an error: {event}")
+        if kind == "text_delta" and self.first_text_ms is None:
+            self.first_text_ms = elapsed
+        elif kind == "audio_chunk":
+            if self.first_audio_ms is None:
+                self.first_audio_ms = elapsed
+            self.clips.append((len(base64.b64decode(event["audio"], validate=True)), wire_bytes))
+
+    def finish(self) -> AgentTrial:
+        if self.first_text_ms is None or self.first_audio_ms is None:
+            raise LabError("the answer carried no text or no audio")
+        total_ms = (self.clock() - self.started) * 1000.0
+        return AgentTrial(first_text_ms=self.first_text_ms, first_audio_ms=self.first_audio_ms, total_ms=total_ms)
+
+
+# --- measurements -----------------------------------------------------------------------------------
+
+
+async def time_to_first_audio(transport: SpeechTransport, text: str, strategy: SendStrategy) -> float:
+    """One session: send the requests, return ms until the first audio byte, then cancel and close."""
+    requests = requests_for(text, strategy)
+    async with transport.connect() as connection:
+        started = time.perf_counter()
+        for request in requests:
+            await connection.send(request)
+        while True:
+            frame = await connection.receive()
+            if frame is None:
+                raise LabError(f"the session ended before any audio ({strategy})")
+            if isinstance(frame, ErrorEvent):
+                raise LabError(f"the speech server refused the request: {frame.code}: {frame.message}")
+            if isinstance(frame, bytes) and frame:
+                elapsed_ms = (time.perf_counter() - started) * 1000.0
+                break
+        # Only the first byte counts: stop the rest (barge-in) rather than wait for all of it.
+        for request in requests:
+            await connection.send(Cancel(request_id=request.request_id))
+        await connection.send(Close())
+        while await connection.receive() is not None:
+            pass
+    return elapsed_ms
+
+
+async def measure_transport(
+    transport: SpeechTransport, text: str, trials: int, *, say: Callable[[str], None]
+) -> TransportResults:
+    """`trials` sessions per strategy, alternating (so that drift hits both), after one untimed warm-up."""
+    await time_to_first_audio(transport, text, "first_sentence")
+    whole: list[float] = []
+    first: list[float] = []
+    for trial in range(trials):
+        order: tuple[SendStrategy, SendStrategy] = (
+            ("whole_text", "first_sentence") if trial % 2 == 0 else ("first_sentence", "whole_text")
+        )
+        for strategy in order:
+            elapsed = await time_to_first_audio(transport, text, strategy)
+            (whole if strategy == "whole_text" else first).append(elapsed)
+            say(f"transport {strategy:<14} trial {trial + 1}/{trials}: {elapsed:8.1f} ms")
+    return TransportResults(
+        text_chars=len(text),
+        sentences=len(split_sentences(text)),
+        whole_text_ms=tuple(whole),
+        first_sentence_ms=tuple(first),
+    )
+
+
+async def local_agent_trial(
+    client: httpx.AsyncClient, agent_url: str, mode: Mode
+) -> tuple[AgentTrial, list[tuple[int, int]]]:
+    """POST one invocation to the agent (AgentCore's contract) and time its events."""
+    parser = SseDataParser()
+    recorder = TrialRecorder(started=time.perf_counter())
+    async with client.stream("POST", f"{agent_url}/invocations", json={"prompt": LAB_PROMPT, "mode": mode}) as response:
+        if response.status_code != 200:
+            raise LabError(f"the agent answered {response.status_code}: {(await response.aread())[:200]!r}")
+        async for chunk in response.aiter_raw():
+            for event, wire_bytes in parser.feed(chunk):
+                recorder.event(event, wire_bytes)
+    if parser.pending:
+        raise LabError("the agent's stream ended in the middle of an event")
+    return recorder.finish(), recorder.clips
+
+
+def deployed_agent_trial(agent_arn: str, region: str, mode: Mode) -> tuple[AgentTrial, list[tuple[int, int]]]:
+    """Invoke the deployed AgentCore runtime (blocking; run it in a thread) and time its events."""
+    import boto3  # type: ignore[import-untyped]  # imported here: only the deployed target needs it
+
+    client = boto3.client("bedrock-agentcore", region_name=region)
+    recorder = TrialRecorder(started=time.perf_counter())
+    response = client.invoke_agent_runtime(
+        agentRuntimeArn=agent_arn,
+        runtimeSessionId=f"latency-lab-{uuid.uuid4()}",  # at least 33 characters
+        contentType="application/json",
+        accept="text/event-stream",
+        payload=json.dumps({"prompt": LAB_PROMPT, "mode": mode}).encode(),
+    )
+    parser = SseDataParser()
+    for chunk in response["response"].iter_chunks():
+        for event, wire_bytes in parser.feed(chunk):
+            recorder.event(event, wire_bytes)
+    return recorder.finish(), recorder.clips
+
+
+async def measure_end_to_end(
+    run_trial: Callable[[Mode], Awaitable[tuple[AgentTrial, list[tuple[int, int]]]]],
+    trials: int,
+    *,
+    say: Callable[[str], None],
+) -> tuple[EndToEndResults, list[tuple[int, int]]]:
+    """`trials` invocations per mode, alternating, after one untimed warm-up; also the audio clips."""
+    await run_trial("stream")
+    results: dict[Mode, list[AgentTrial]] = {"batch": [], "stream": []}
+    clips: list[tuple[int, int]] = []
+    for trial in range(trials):
+        order: tuple[Mode, Mode] = ("batch", "stream") if trial % 2 == 0 else ("stream", "batch")
+        for mode in order:
+            timed, trial_clips = await run_trial(mode)
+            results[mode].append(timed)
+            clips.extend(trial_clips)
+            say(f"agent {mode:<6} trial {trial + 1}/{trials}: first audio {timed.first_audio_ms:8.1f} ms")
+    return EndToEndResults(batch=tuple(results["batch"]), stream=tuple(results["stream"])), clips
+
+
+def first_clips(clips: Sequence[tuple[int, int]], count: int = SIZE_CLIPS) -> list[tuple[int, int]]:
+    if len(clips) < count:
+        raise LabError(f"only {len(clips)} audio events were received; the size comparison needs {count}")
+    return list(clips[:count])
+
+
+# --- targets ------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class LabOptions:
+    target: Literal["local", "deployed"] = "local"
+    trials: int = 5
+    e2e_trials: int = 3
+    chart: Path = Path("build/latency-lab.png")
+    log: Path = Path("build/latency-lab.log")
+    server_chunking: Literal["none", "sentence"] = "none"
+    speech_engine: Literal["kokoro", "zero"] = "kokoro"
+    speech_transport: Literal["sagemaker", "websocket"] = "sagemaker"
+    weights: Literal["auto", "real", "random"] = "auto"
+    model_dir: Path | None = None
+    endpoint_name: str | None = None
+    agent_arn: str | None = None
+    region: str | None = None
+
+
+def say(line: str) -> None:
+    print(f"lab     | {line}", flush=True)
+
+
+async def run_local(options: LabOptions) -> LabResults:
+    # Imported here: the SageMaker client (awscrt, smithy) loads only when the lab runs.
+    from botocore.credentials import Credentials  # type: ignore[import-untyped]
+
+    from agent_app.speech.sagemaker import SageMakerTransport
+    from agent_app.speech.websocket import WebSocketTransport
+
+    config = StackConfig(
+        speech_port=0,
+        standin_port=0,
+        agent_port=0,
+        web_port=0,
+        browser_server=False,
+        speech_transport=options.speech_transport,
+        speech_engine=options.speech_engine,
+        speech_chunking=options.server_chunking,
+        weights=options.weights,
+        model_dir=options.model_dir,
+        endpoint_name=LOCAL_ENDPOINT,
+    )
+    options.log.parent.mkdir(parents=True, exist_ok=True)
+    with options.log.open("w", encoding="utf-8") as log_file:
+
+        def sink(name: str, line: str) -> None:
+            log_file.write(f"{name:<8}| {line}\n")
+            log_file.flush()
+            if name == "stack" or line.startswith("ready in "):
+                print(f"{name:<8}| {line}", flush=True)
+
+        say(f"starting the local stack (service logs: {options.log})")
+        # The scripted answer: the demo model, whatever this shell's Bedrock configuration.
+        env = {k: v for k, v in os.environ.items() if k != "BEDROCK_MODEL_ID"}
+        async with launch(config, sink=sink, base_env=env) as stack:
+            urls = stack.urls
+            transport: SpeechTransport
+            if options.speech_transport == "sagemaker":
+                assert urls.standin_url is not None
+                transport = SageMakerTransport(
+                    LOCAL_ENDPOINT,
+                    region=LOCAL_REGION,
+                    endpoint_url=urls.standin_url,
+                    ca_file=urls.ca_file,
+                    # The stand-in requires a signature but does not verify it.
+                    credentials=Credentials("AKIDLOCALSTANDIN0000", "local-stand-in-does-not-verify-signatures"),
+                )
+            else:
+                transport = WebSocketTransport(urls.speech_ws_url)
+            transport_results = await measure_transport(transport, TRANSPORT_TEXT, options.trials, say=say)
+            async with httpx.AsyncClient(timeout=httpx.Timeout(10.0, read=300.0)) as client:
+
+                async def trial(mode: Mode) -> tuple[AgentTrial, list[tuple[int, int]]]:
+                    return await local_agent_trial(client, urls.agent_url, mode)
+
+                end_to_end, clips = await measure_end_to_end(trial, options.e2e_trials, say=say)
+            engine = (
+                "zero-cost test engine (no model)"
+                if options.speech_engine == "zero"
+                else "Kokoro-82M " + ("published weights" if stack.weights.real else "random weights (noise audio)")
+            )
+    via = "the SageMaker stand-in (HTTP/2, event stream)" if options.speech_transport == "sagemaker" else "WebSocket"
+    return LabResults(
+        title="Latency lab: local stack",
+        notes=(
+            f"speech: {engine}, server chunking '{options.server_chunking}', via {via}",
+            "agent: the offline demo model (a scripted answer at 40 tokens/s)",
+        ),
+        deployed=False,
+        transport=transport_results,
+        end_to_end=end_to_end,
+        sizes=size_report(first_clips(clips)),
+    )
+
+
+def pulumi_outputs() -> dict[str, Any]:
+    """`pulumi stack output --json` of the selected stack; empty when the CLI is absent or fails."""
+    if shutil.which("pulumi") is None:
+        return {}
+    completed = subprocess.run(
+        ["pulumi", "stack", "output", "--json"], capture_output=True, text=True, check=False, timeout=60
+    )
+    if completed.returncode != 0:
+        say(f"pulumi stack output failed: {completed.stderr.strip()[:200]}")
+        return {}
+    outputs = json.loads(completed.stdout)
+    return outputs if isinstance(outputs, dict) else {}
+
+
+def deployed_targets(options: LabOptions, outputs: dict[str, Any]) -> tuple[str, str, str]:
+    """(endpoint name, agent runtime ARN, region): flags first, then the stack outputs."""
+    endpoint = options.endpoint_name or outputs.get("speechEndpointName")
+    arn = options.agent_arn or outputs.get("agentRuntimeArn")
+    region = options.region or outputs.get("region")
+    missing = [
+        flag for flag, value in (("--endpoint-name", endpoint), ("--agent-arn", arn), ("--region", region)) if not value
+    ]
+    if missing:
+        raise LabError(f"the deployed target needs {', '.join(missing)} (or `pulumi stack output` in this directory)")
+    return str(endpoint), str(arn), str(region)
+
+
+async def run_deployed(options: LabOptions) -> LabResults:
+    from agent_app.speech.sagemaker import SageMakerTransport  # heavy (awscrt): loaded only when used
+
+    given = options.endpoint_name and options.agent_arn and options.region
+    endpoint, arn, region = deployed_targets(options, {} if given else pulumi_outputs())
+    say(f"measuring the deployed stack: endpoint {endpoint}, agent {arn} ({region})")
+    transport = SageMakerTransport(endpoint, region=region)
+    transport_results = await measure_transport(transport, TRANSPORT_TEXT, options.trials, say=say)
+
+    async def trial(mode: Mode) -> tuple[AgentTrial, list[tuple[int, int]]]:
+        return await asyncio.to_thread(deployed_agent_trial, arn, region, mode)
+
+    end_to_end, clips = await measure_end_to_end(trial, options.e2e_trials, say=say)
+    return LabResults(
+        title="Latency lab: deployed stack",
+        notes=(f"speech: SageMaker endpoint {endpoint}", f"agent: AgentCore runtime {arn}"),
+        deployed=True,
+        transport=transport_results,
+        end_to_end=end_to_end,
+        sizes=size_report(first_clips(clips)),
+    )
+
+
+# --- command line ------------------------------------------------------------------------------------
+
+
+def positive_int(raw: str) -> int:
+    value = int(raw)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def parse_args(argv: Sequence[str] | None = None) -> LabOptions:
+    defaults = LabOptions()
+    parser = argparse.ArgumentParser(prog="python -m bench.lab", description=__doc__.splitlines()[0])
+    parser.add_argument("--target", choices=["local", "deployed"], default=defaults.target)
+    parser.add_argument("--trials", type=positive_int, default=defaults.trials, help="transport trials per mode")
+    parser.add_argument("--e2e-trials", type=positive_int, default=defaults.e2e_trials, help="agent trials per mode")
+    parser.add_argument("--chart", type=Path, default=defaults.chart, help="PNG to write (%(default)s)")
+    parser.add_argument("--log", type=Path, default=defaults.log, help="local stack's service logs (%(default)s)")
+    local = parser.add_argument_group("local target")
+    local.add_argument(
+        "--server-chunking",
+        choices=["none", "sentence"],
+        default=defaults.server_chunking,
+        help="none: the server synthesizes each request whole, as the AWS sample did; sentence: ours",
+    )
+    local.add_argument("--speech-engine", choices=["kokoro", "zero"], default=defaults.speech_engine)
+    local.add_argument("--speech-transport", choices=["sagemaker", "websocket"], default=defaults.speech_transport)
+    local.add_argument("--weights", choices=["auto", "real", "random"], default=defaults.weights)
+    local.add_argument("--model-dir", type=Path, default=None)
+    deployed = parser.add_argument_group("deployed target (defaults: `pulumi stack output`)")
+    deployed.add_argument("--endpoint-name", default=None, help="the speech SageMaker endpoint")
+    deployed.add_argument("--agent-arn", default=None, help="the AgentCore runtime ARN")
+    deployed.add_argument("--region", default=None)
+    args = parser.parse_args(argv)
+    return LabOptions(
+        target=args.target,
+        trials=args.trials,
+        e2e_trials=args.e2e_trials,
+        chart=args.chart,
+        log=args.log,
+        server_chunking=args.server_chunking,
+        speech_engine=args.speech_engine,
+        speech_transport=args.speech_transport,
+        weights=args.weights,
+        model_dir=args.model_dir,
+        endpoint_name=args.endpoint_name,
+        agent_arn=args.agent_arn,
+        region=args.region,
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    options = parse_args(argv)
+    try:
+        results = asyncio.run(run_deployed(options) if options.target == "deployed" else run_local(options))
+    except (LabError, StackError) as exc:
+        say(f"failed: {exc}")
+        return 1
+    except LaunchError as exc:
+        say(f"failed: {exc}; its last lines:")
+        for line in exc.recent:
+            say(f"  {line}")
+        return 1
+    print()
+    print(render(results))
+    print()
+    print(f"chart: {write_chart(results, options.chart)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
