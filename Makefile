@@ -10,12 +10,13 @@ PY := $(VENV)/bin/python
 export PYTHONPATH := $(CURDIR):$(CURDIR)/images/kokoro
 export PYTHONUNBUFFERED := 1
 
-.PHONY: help env system-deps local test lint typecheck unit bench lab weights lock
+.PHONY: help env system-deps local test lint typecheck unit bench bench-gapless lab weights lock
 
 help:
 	@echo "make local   - run the local stack (speech server, SageMaker stand-in, agent, browser page)"
 	@echo "make test    - lint, type-check and run the whole test suite"
 	@echo "make bench   - speech server benchmark (full-size model)"
+	@echo "make bench-gapless - playback gaps: naive split vs adaptive schedule, fp32 vs bf16"
 	@echo "make lab     - latency lab: batch vs stream, side by side"
 
 # Reuses the environment when requirements.lock is unchanged; otherwise pip installs the difference.
@@ -58,6 +59,9 @@ local: env
 
 bench: env
 	"$(PY)" -m bench.speech $(BENCH_ARGS)
+
+bench-gapless: env
+	"$(PY)" -m bench.gapless $(BENCH_ARGS)
 
 lab: env
 	"$(PY)" -m bench.lab $(LAB_ARGS)

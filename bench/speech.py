@@ -5,10 +5,13 @@ with the `websockets` and `httpx` clients, on the full-size Kokoro-82M architect
 checkpoint unless `--model-dir` names real weights: the audio is noise, the compute is the model's).
 Side by side in one run:
 - time to first audio for a 267-character, four-sentence text synthesized whole (one chunk, as
-  the reference container does) versus streamed by sentence (this server's default), N trials each;
+  the reference container does) versus streamed by sentence (`--chunking sentence`), N trials each;
 - the real-time factor (synthesis time / audio duration) of both;
 - GET /ping p50/p99 while several sessions synthesize at once, and each session's first audio;
 - the server's own cost per message, measured with the zero-cost engine.
+
+`--gapless` runs the gapless playback benchmark instead (`bench.gapless`: underrun silence of the
+naive sentence split against the adaptive schedule, fp32 and bf16, 1 and 2 sessions).
 """
 
 from __future__ import annotations
@@ -256,7 +259,7 @@ async def run(args: argparse.Namespace, model_dir: Path, log_dir: Path) -> Resul
     with server(log_dir, "whole", *model, "--chunking", "none") as port:
         whole = await trials(port, BENCH_TEXT, args.trials)
     print("benchmark: streaming server", file=sys.stderr)
-    with server(log_dir, "streamed", *model) as port:
+    with server(log_dir, "streamed", *model, "--chunking", "sentence") as port:
         streamed = await trials(port, BENCH_TEXT, args.trials)
         load = await ping_under_load(port, args.sessions, BENCH_TEXT)
     print("benchmark: zero-cost engine", file=sys.stderr)
@@ -278,7 +281,17 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--model-dir", type=Path, help="real weights; default: the generated random-weight checkpoint")
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     parser.add_argument("--precision", choices=["fp32", "bf16", "fp16"], default="fp32")
+    parser.add_argument(
+        "--gapless",
+        action="store_true",
+        help="run the gapless playback benchmark (python -m bench.gapless) instead",
+    )
     args = parser.parse_args(argv)
+    if args.gapless:
+        from bench import gapless
+
+        gapless_args = [] if args.model_dir is None else ["--model-dir", str(args.model_dir)]
+        raise SystemExit(gapless.main(gapless_args))
     if len(BENCH_TEXT) != 267:
         raise SystemExit(f"the benchmark text must have 267 characters, it has {len(BENCH_TEXT)}")
     model_dir = ensure_random_weights() if args.model_dir is None else args.model_dir

@@ -221,6 +221,12 @@ class Served:
 
 
 def make_app(engine: SpeechEngine | EngineLoader, **settings: Any) -> Starlette:
+    """The app with `settings`; chunking defaults to the sentence split, whose chunks tests can predict.
+
+    The server's default, the adaptive schedule, sizes chunks from measured timings; it is tested
+    in tests/gapless.
+    """
+    settings.setdefault("chunking", "sentence")
     return create_app(Settings(**settings), engine)
 
 

@@ -28,7 +28,8 @@ TEXT = "Hello there, this is a test. The second sentence follows."
 
 
 async def test_a_session_with_the_real_engine_streams_audio_and_word_timestamps(kokoro_engine: Any) -> None:
-    with live_server(create_app(Settings(), kokoro_engine)) as server:
+    # The sentence split: its two chunks are known in advance (the adaptive schedule's depend on timing).
+    with live_server(create_app(Settings(chunking="sentence"), kokoro_engine)) as server:
         async with connect(server.ws_url) as ws:
             await ws.send(json.dumps({"text": TEXT, "request_id": "m", "timestamps": True}).encode())
             frames = await recv_until(ws, lambda f: f[0] == "text" and f[1]["type"] in ("synthesis_complete", "error"))

@@ -20,7 +20,7 @@ def test_defaults_are_sagemakers_contract() -> None:
         "kokoro",
         "auto",
         "fp32",
-        "sentence",
+        "adaptive",
     )
     assert (settings.max_concurrent, settings.max_text_chars, settings.frame_ms) == ("auto", 5000, 1000)
 
@@ -51,7 +51,7 @@ def test_sagemakers_serve_argument_is_accepted() -> None:
         ),
         ([], {"KOKORO_ENGINE": "Kokoro"}, "KOKORO_ENGINE='Kokoro' is invalid; allowed: one of 'kokoro', 'zero'"),
         ([], {"KOKORO_MODEL_DIR": " "}, "KOKORO_MODEL_DIR=' ' is invalid; allowed: a non-empty path"),
-        (["--chunking", "word"], {}, "--chunking='word' is invalid; allowed: one of 'sentence', 'none'"),
+        (["--chunking", "word"], {}, "--chunking='word' is invalid; allowed: one of 'adaptive', 'sentence', 'none'"),
         (["--frame-ms", "5"], {}, "--frame-ms='5' is invalid; allowed: an integer from 20 to 10000"),
         (
             [],

@@ -86,7 +86,7 @@ def create_app(settings: Settings, engine: SpeechEngine | EngineLoader) -> Starl
             return
         name = f"ws-{next(session_numbers)}"
         limits = SessionLimits(max_text_chars=settings.max_text_chars, frame_bytes=frame_bytes(settings.frame_ms))
-        session = Session(websocket, service.engine, service.scheduler.lane(name), service.policy, limits)
+        session = Session(websocket, service.engine, service.scheduler.lane(name), service.chunk_policy(), limits)
         service.active_sessions += 1
         logger.info("session %s opened (%d active)", name, service.active_sessions)
         try:

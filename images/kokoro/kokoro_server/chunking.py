@@ -3,8 +3,9 @@
 The session never splits text itself: it asks a `ChunkPolicy` for the next chunk, lazily, each
 time the engine is free for it, passing what is left of the text, whether this is the request's
 first chunk and how many seconds of audio are already produced ahead of playback. A policy that
-sizes chunks from the buffered audio and the measured engine speed can therefore replace
-`SentenceChunker` without touching the session.
+sizes chunks from the buffered audio and the measured engine speed (`schedule.AdaptiveChunker`)
+replaces `SentenceChunker` without touching the session: the session reports each chunk's compute
+time to the policy (`observe`) and the end of each request (`finish`).
 """
 
 from __future__ import annotations
@@ -32,6 +33,15 @@ class ChunkPolicy(Protocol):
         the request's audio produced but not yet played, assuming playback started with the
         first audio sent (see `audio_ahead_s`).
         """
+        ...
+
+    def observe(self, text: str, compute_s: float) -> None:
+        """A chunk of `text` took the engine `compute_s` seconds (from its start to its end, without
+        the wait for a turn): a policy that sizes chunks by the engine's speed learns from it."""
+        ...
+
+    def finish(self) -> None:
+        """The request being chunked is over (done, cancelled or failed)."""
         ...
 
 
@@ -134,6 +144,12 @@ class SentenceChunker:
         end = min(end, cut_before(text[:end], self.max_chunk_chars, self.min_clause_chars))
         return Chunk(text=text[:end].strip(), rest=text[end:])
 
+    def observe(self, text: str, compute_s: float) -> None:
+        """Sentence boundaries do not depend on the engine's speed."""
+
+    def finish(self) -> None:
+        """Nothing to release."""
+
 
 @dataclass(frozen=True, slots=True)
 class WholeText:
@@ -142,6 +158,12 @@ class WholeText:
     def next_chunk(self, remaining: str, *, first: bool, buffered_audio_s: float) -> Chunk | None:
         text = remaining.strip()
         return Chunk(text=text, rest="") if text else None
+
+    def observe(self, text: str, compute_s: float) -> None:
+        """The whole text is one chunk, whatever the engine's speed."""
+
+    def finish(self) -> None:
+        """Nothing to release."""
 
 
 def audio_ahead_s(produced_s: float, first_audio_at: float | None, now: float) -> float:

@@ -26,6 +26,7 @@ from starlette.types import Receive, Scope, Send
 from kokoro_server.audio import wav_stream_header
 from kokoro_server.chunking import Chunk, ChunkPolicy, audio_ahead_s
 from kokoro_server.engine import ChunkAudio
+from kokoro_server.schedule import timed
 from kokoro_server.scheduler import Lane
 from kokoro_server.service import Readiness, SpeechService
 from speech_protocol import (
@@ -103,8 +104,8 @@ async def stream_audio(
     `synthesize` is the blocking engine call with voice and speed bound; it runs in `lane`.
     """
 
-    def start(chunk: Chunk | None) -> asyncio.Task[ChunkAudio] | None:
-        return None if chunk is None else asyncio.create_task(lane.run(partial(synthesize, chunk.text)))
+    def start(chunk: Chunk | None) -> asyncio.Task[tuple[ChunkAudio, float]] | None:
+        return None if chunk is None else asyncio.create_task(lane.run(partial(timed, partial(synthesize, chunk.text))))
 
     chunk = policy.next_chunk(text, first=True, buffered_audio_s=0.0)
     pending = start(chunk)
@@ -113,7 +114,8 @@ async def stream_audio(
         if header:
             yield header
         while pending is not None and chunk is not None:
-            audio = await pending
+            audio, compute_s = await pending
+            policy.observe(chunk.text, compute_s)
             now = time.perf_counter()
             first_audio_at = now if first_audio_at is None else first_audio_at
             produced_s += audio.duration_s
@@ -124,6 +126,7 @@ async def stream_audio(
             if audio.pcm:
                 yield audio.pcm
     finally:
+        policy.finish()
         if pending is not None and not pending.done():
             pending.cancel()
         elif pending is not None and not pending.cancelled() and (exc := pending.exception()) is not None:
@@ -168,5 +171,7 @@ async def invocations(request: Request, service: SpeechService) -> Response:
     def synthesize(text: str) -> ChunkAudio:
         return engine.synthesize(text, voice, speed)
 
-    source = stream_audio(lane, synthesize, service.policy, msg.text, header=wav_stream_header() if wav else b"")
+    source = stream_audio(
+        lane, synthesize, service.chunk_policy(), msg.text, header=wav_stream_header() if wav else b""
+    )
     return AudioStreamResponse(source, lane, wav=wav)

@@ -102,8 +102,16 @@ class KokoroEngine:
         self._default_voice = default if default in voice_packs else sorted(voice_packs)[0]
 
     @classmethod
-    def load(cls, model_dir: Path, *, device: str = "cpu", precision: str = "fp32") -> KokoroEngine:
-        """Load config, checkpoint and every voice of `model_dir`; verify the checkpoint."""
+    def load(
+        cls, model_dir: Path, *, device: str = "cpu", precision: str = "fp32", real_istft: bool | None = None
+    ) -> KokoroEngine:
+        """Load config, checkpoint and every voice of `model_dir`; verify the checkpoint.
+
+        `real_istft` selects kokoro's real-valued inverse STFT (`disable_complex=True`). It is
+        required under reduced precision: the default iSTFT multiplies the phase by 1j, which under
+        bf16 autocast makes a bf16 complex tensor that PyTorch cannot multiply on a CPU. None means
+        "only when the precision is not fp32".
+        """
         if precision not in PRECISIONS:
             raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
         prec: Precision = precision  # type: ignore[assignment]
@@ -112,7 +120,12 @@ class KokoroEngine:
         from kokoro import KModel, KPipeline
 
         checkpoint = model_dir / model_pin.CHECKPOINT_FILE
-        model = KModel(repo_id=model_pin.REPO_ID, config=str(model_dir / model_pin.CONFIG_FILE), model=str(checkpoint))
+        model = KModel(
+            repo_id=model_pin.REPO_ID,
+            config=str(model_dir / model_pin.CONFIG_FILE),
+            model=str(checkpoint),
+            disable_complex=prec != "fp32" if real_istft is None else real_istft,
+        )
         count = verify_checkpoint_loaded(model, checkpoint)
         logger.info("loaded %d checkpoint tensors from %s", count, checkpoint)
         model = model.to(device).eval()

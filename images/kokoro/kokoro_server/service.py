@@ -1,4 +1,4 @@
-"""The state the server's routes share: the engine once it is loaded, the scheduler, the chunk policy."""
+"""The state the server's routes share: the engine once it is loaded, the scheduler, the chunk policies."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from typing import Literal
 
 from kokoro_server.chunking import ChunkPolicy, SentenceChunker, WholeText
 from kokoro_server.engine import SpeechEngine
+from kokoro_server.schedule import AdaptiveChunker, EngineSpeed, ListenerBoard, sharing_factor
 from kokoro_server.scheduler import FairScheduler
 from kokoro_server.settings import Settings
 
@@ -43,16 +44,14 @@ class NotReadyError(RuntimeError):
     """The engine is not loaded (yet, or at all)."""
 
 
-def chunk_policy(settings: Settings) -> ChunkPolicy:
-    return SentenceChunker() if settings.chunking == "sentence" else WholeText()
-
-
 class SpeechService:
-    """Shared by every route: readiness, engine, scheduler, chunk policy, session count."""
+    """Shared by every route: readiness, engine, scheduler, chunk policies and what they learn, session count."""
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
-        self.policy = chunk_policy(settings)
+        self.speed = EngineSpeed()
+        """The engine's speed on this machine, learnt from every chunk of every client."""
+        self.board = ListenerBoard()
         self.readiness = Readiness.LOADING
         self.active_sessions = 0
         self._engine: SpeechEngine | None = None
@@ -70,6 +69,18 @@ class SpeechService:
 
     def fail(self) -> None:
         self.readiness = Readiness.FAILED
+
+    def chunk_policy(self) -> ChunkPolicy:
+        """A chunk policy for one client (a session or an HTTP request), as configured."""
+        if self.settings.chunking == "adaptive":
+            return AdaptiveChunker(self.speed, sharing=self.sharing, board=self.board)
+        return SentenceChunker() if self.settings.chunking == "sentence" else WholeText()
+
+    def sharing(self) -> float:
+        """Jobs per engine slot once one more job is queued: how much longer a chunk waits than it computes."""
+        if self._scheduler is None:
+            return 1.0
+        return sharing_factor(self._scheduler.running + self._scheduler.queued, self._scheduler.max_concurrent)
 
     @property
     def engine(self) -> SpeechEngine:

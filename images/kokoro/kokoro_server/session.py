@@ -4,9 +4,10 @@ Three tasks share a session:
 - the receiver reads client frames (text or binary, both UTF-8 JSON), validates them and queues
   synthesis requests, or acts on `cancel` and `close`; bad input becomes an `error` frame;
 - the producer takes requests in order and, for each, pulls chunks lazily from the chunk policy
-  and runs them on the engine through the session's scheduler lane; it hands each chunk's frames
-  to the outbox and goes straight on to the next chunk (or the next request), so chunk k+1 is
-  computed while chunk k is being sent;
+  (telling it each chunk's compute time and the end of each request, so that an adaptive policy
+  learns the engine's speed) and runs them on the engine through the session's scheduler lane; it
+  hands each chunk's frames to the outbox and goes straight on to the next chunk (or the next
+  request), so chunk k+1 is computed while chunk k is being sent;
 - the writer is the only task that sends: it drains the outbox in order, so a request's frames
   always go out as synthesis_start, [timestamps], audio..., synthesis_complete.
 
@@ -34,6 +35,7 @@ from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
 from kokoro_server.audio import split_frames
 from kokoro_server.chunking import ChunkPolicy, audio_ahead_s
 from kokoro_server.engine import ChunkAudio, SpeechEngine
+from kokoro_server.schedule import timed
 from kokoro_server.scheduler import Lane, LaneClosedError
 from speech_protocol import (
     Cancel,
@@ -333,6 +335,12 @@ class Session:
         await self._outbox.put(_End())
 
     async def _synthesize(self, request: _Request) -> None:
+        try:
+            await self._synthesize_chunks(request)
+        finally:
+            self._policy.finish()
+
+    async def _synthesize_chunks(self, request: _Request) -> None:
         await self._outbox.put(_Control(SynthesisStart(request_id=request.request_id), request=request))
         remaining, index, produced_s = request.text, 0, 0.0
         while True:
@@ -355,7 +363,9 @@ class Session:
     async def _run_engine(self, request: _Request, text: str) -> ChunkAudio | None:
         """The chunk's audio, or None after reporting an engine failure for this request."""
         try:
-            return await self._lane.run(partial(self._engine.synthesize, text, request.voice, request.speed))
+            audio, compute_s = await self._lane.run(
+                partial(timed, partial(self._engine.synthesize, text, request.voice, request.speed))
+            )
         except LaneClosedError:
             raise
         except Exception:  # the engine boundary: any model failure fails this request only, not the session
@@ -365,6 +375,8 @@ class Session:
             )
             await self._outbox.put(_Control(failure, request=request, finishes=True))
             return None
+        self._policy.observe(text, compute_s)
+        return audio
 
     # --- writer -----------------------------------------------------------------------------
 

@@ -20,7 +20,7 @@ ENV_PREFIX: Final = "KOKORO_"
 EngineChoice = Literal["kokoro", "zero"]
 Device = Literal["auto", "cpu", "cuda"]
 Precision = Literal["fp32", "bf16", "fp16"]
-Chunking = Literal["sentence", "none"]
+Chunking = Literal["adaptive", "sentence", "none"]
 LogLevel = Literal["debug", "info", "warning", "error"]
 Concurrency = int | Literal["auto"]
 
@@ -130,10 +130,12 @@ class Settings:
         metadata=_spec("longest audio frame sent to the client, in milliseconds", _int_between(20, 10_000)),
     )
     chunking: Chunking = field(
-        default="sentence",
+        default="adaptive",
         metadata=_spec(
-            "'sentence': first clause, then sentence by sentence; 'none': whole text at once (for comparisons)",
-            _choice("sentence", "none"),
+            "'adaptive': each chunk sized so that it is ready before the audio already sent runs out (from "
+            "the engine's measured speed, the audio buffered ahead and the load); 'sentence': first clause, "
+            "then sentence by sentence (the naive split); 'none': whole text at once (for comparisons)",
+            _choice("adaptive", "sentence", "none"),
         ),
     )
     log_level: LogLevel = field(
