@@ -18,9 +18,7 @@ import argparse
 import asyncio
 import os
 import platform
-import socket
 import sys
-import threading
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -31,6 +29,7 @@ from typing import TYPE_CHECKING, Final, Literal
 from bench.playback import PlaybackReport
 from bench.recording import record_session
 from bench.texts import FOUR_SENTENCES, LONG_ANSWER
+from local.threaded_server import serve_in_thread
 from speech_protocol import WS_PATH
 
 if TYPE_CHECKING:
@@ -102,26 +101,8 @@ def render_table(rows: Sequence[Row]) -> list[str]:
 @contextmanager
 def serving(app: Starlette) -> Iterator[str]:
     """`app` served by uvicorn on 127.0.0.1 at a free port, in a thread; yields the WebSocket URL."""
-    import uvicorn
-
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
-    config = uvicorn.Config(app, lifespan="on", ws="websockets-sansio", ws_ping_interval=None, log_level="warning")
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    try:
-        deadline = time.monotonic() + 30
-        while not server.started:
-            if time.monotonic() > deadline or not thread.is_alive():
-                raise RuntimeError("the benchmark server did not start")
-            time.sleep(0.01)
-        yield f"ws://127.0.0.1:{sock.getsockname()[1]}{WS_PATH}"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=30)
-        sock.close()
+    with serve_in_thread(app, ws="websockets-sansio") as server:
+        yield server.ws_url(WS_PATH)
 
 
 async def run_sessions(url: str, text: str, sessions: int) -> Outcome:

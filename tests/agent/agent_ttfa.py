@@ -11,20 +11,16 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import socket
 import statistics
-import threading
-import time
 from dataclasses import dataclass
 from typing import Literal
-
-import uvicorn
 
 from agent_app.models import ScriptedModel, ScriptedTurn
 from agent_app.speech.websocket import WebSocketTransport
 from kokoro_server.app import create_app
 from kokoro_server.engine import SpeechEngine, ZeroCostEngine
 from kokoro_server.settings import Settings
+from local.threaded_server import serve_in_thread
 from speech_protocol import WS_PATH
 from tests.agent.agent_support import FOUR_SENTENCES, collect, make_invocation
 
@@ -38,30 +34,6 @@ class Trial:
     first_text_ms: float
     first_audio_ms: float
     total_ms: float
-
-
-class _Server:
-    def __init__(self, engine: SpeechEngine) -> None:
-        self._sock = socket.socket()
-        self._sock.bind(("127.0.0.1", 0))
-        config = uvicorn.Config(create_app(Settings(), engine), log_level="warning", ws_ping_interval=None)
-        self._server = uvicorn.Server(config)
-        self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [self._sock]}, daemon=True)
-
-    @property
-    def url(self) -> str:
-        return f"ws://127.0.0.1:{self._sock.getsockname()[1]}{WS_PATH}"
-
-    def __enter__(self) -> _Server:
-        self._thread.start()
-        while not self._server.started:
-            time.sleep(0.01)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._server.should_exit = True
-        self._thread.join(10)
-        self._sock.close()
 
 
 async def run_trial(url: str, mode: Mode, text: str = FOUR_SENTENCES) -> Trial:
@@ -81,14 +53,15 @@ async def measure(engine: SpeechEngine, trials: int, *, warmup: bool = False) ->
     slower, and the chunks of the two modes differ in length.
     """
     results: list[Trial] = []
-    with _Server(engine) as server:
+    with serve_in_thread(create_app(Settings(), engine)) as server:
+        url = server.ws_url(WS_PATH)
         if warmup:
             for mode in ("stream", "batch"):
-                await run_trial(server.url, mode)
+                await run_trial(url, mode)
         for index in range(trials):
             order: tuple[Mode, Mode] = ("stream", "batch") if index % 2 == 0 else ("batch", "stream")
             for mode in order:
-                results.append(await run_trial(server.url, mode))
+                results.append(await run_trial(url, mode))
     return results
 
 

@@ -5,18 +5,17 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
-import threading
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import AbstractContextManager, ExitStack, contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from local.threaded_server import serve_in_thread
 from local.webserver import WebServerConfig, create_app
 
 SAMPLE_RATE = 24_000
@@ -145,24 +144,8 @@ def paced_script(pieces_for: Callable[[dict[str, Any]], list[bytes]], delay_s: f
 @contextmanager
 def serve(app: Any) -> Iterator[str]:
     """Run `app` with uvicorn on a free 127.0.0.1 port in a thread; yields its base URL."""
-    config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", lifespan="auto")
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, name="test-uvicorn", daemon=True)
-    thread.start()
-    try:
-        for _ in range(500):
-            if server.started:
-                break
-            if not thread.is_alive():
-                raise RuntimeError("the test server exited before it started")
-            threading.Event().wait(0.01)
-        else:
-            raise RuntimeError("the test server did not start within 5 s")
-        port = server.servers[0].sockets[0].getsockname()[1]
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
+    with serve_in_thread(app) as server:
+        yield server.http_url
 
 
 @dataclass

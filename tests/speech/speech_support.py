@@ -10,11 +10,10 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import uvicorn
 from starlette.applications import Starlette
 from starlette.testclient import TestClient
 from websockets.asyncio.client import ClientConnection
@@ -26,6 +25,7 @@ from kokoro_server.chunking import SentenceChunker
 from kokoro_server.engine import ChunkAudio, SpeechEngine, ZeroCostEngine
 from kokoro_server.service import EngineLoader, SpeechService
 from kokoro_server.settings import Settings
+from local.threaded_server import serve_in_thread
 from speech_protocol import WS_PATH, pcm_duration_s
 
 WAIT_S = 10.0
@@ -237,14 +237,12 @@ def serve_in_process(engine: SpeechEngine | EngineLoader, **settings: Any) -> It
         yield client, Served(app, engine)
 
 
-@dataclass
+@dataclass(frozen=True)
 class LiveServer:
     """A real uvicorn server on 127.0.0.1 and a free port, in a thread."""
 
     app: Starlette
-    port: int = 0
-    _server: uvicorn.Server | None = None
-    _thread: threading.Thread | None = field(default=None, repr=False)
+    port: int
 
     @property
     def http_url(self) -> str:
@@ -262,21 +260,8 @@ class LiveServer:
 
 @contextmanager
 def live_server(app: Starlette) -> Iterator[LiveServer]:
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
-    config = uvicorn.Config(app, lifespan="on", ws="websockets-sansio", ws_ping_interval=None, log_level="warning")
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    live = LiveServer(app=app, port=sock.getsockname()[1], _server=server, _thread=thread)
-    try:
-        wait_until(lambda: server.started, "uvicorn to start")
-        yield live
-    finally:
-        server.should_exit = True
-        thread.join(timeout=WAIT_S)
-        sock.close()
+    with serve_in_thread(app, ws="websockets-sansio") as server:
+        yield LiveServer(app=app, port=server.port)
 
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
