@@ -22,6 +22,9 @@ from infra.iam import sagemaker_trust_policy, speech_execution_policy
 from kokoro_server.settings import SAGEMAKER_MODEL_DIR, env_var
 
 VARIANT_NAME: Final = "AllTraffic"
+INFERENCE_AMI_VERSION: Final = "al2-ami-sagemaker-inference-gpu-3-1"
+"""NVIDIA driver 550 (CUDA 12.4). Without it ml.g5 hosts default to driver 470 (CUDA 11.4), on which
+the speech image's PyTorch (CUDA 12.8 wheels, images/kokoro/Dockerfile) cannot initialise the GPU."""
 SCALABLE_DIMENSION: Final = "sagemaker:variant:DesiredInstanceCount"
 CONCURRENCY_METRIC: Final = "SageMakerVariantConcurrentRequestsPerModelHighResolution"
 SCALE_OUT_COOLDOWN_S: Final = 60
@@ -136,6 +139,7 @@ class SpeechEndpoint(pulumi.ComponentResource):
                     "initial_instance_count": args.instance_count,
                     "container_startup_health_check_timeout_in_seconds": args.health_check_timeout_s,
                     "model_data_download_timeout_in_seconds": args.model_download_timeout_s,
+                    "inference_ami_version": INFERENCE_AMI_VERSION,
                 }
             ],
             opts=child,

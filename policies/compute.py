@@ -14,8 +14,8 @@ from policies.values import UNKNOWN, Props
 ENDPOINT_CONFIGURATION_TYPE: Final = "aws:sagemaker/endpointConfiguration:EndpointConfiguration"
 
 GPU_FAMILIES: Final = ("g4dn", "g5", "g6", "g6e", "p4d", "p4de", "p5", "p5e", "p5en")
-"""SageMaker hosting instance families with NVIDIA GPUs that the speech image's CUDA 13 build of PyTorch
-runs on (Turing and newer). Not p3/p3dn: CUDA 13 dropped Volta. Not inf*/g4ad: Inferentia and AMD GPUs
+"""SageMaker hosting instance families with NVIDIA GPUs that the speech image's CUDA 12.8/13 builds of
+PyTorch run on (Turing and newer). Not p3/p3dn: those builds dropped Volta. Not inf*/g4ad: Inferentia and AMD GPUs
 cannot run CUDA. Extend when AWS adds a family."""
 
 STARTUP_TIMEOUT_RANGE: Final = (60, 3600)

@@ -271,6 +271,7 @@ def test_endpoint_configuration_sizes_and_timeouts(dev: ProgramRun) -> None:
         "initialInstanceCount": 1,
         "containerStartupHealthCheckTimeoutInSeconds": 600,
         "modelDataDownloadTimeoutInSeconds": 600,
+        "inferenceAmiVersion": "al2-ami-sagemaker-inference-gpu-3-1",
     }, config.urn
     assert config.property_dependencies["productionVariants"] == (model.urn,), config.urn
     endpoint = find(dev.resources, ENDPOINT, "speech-endpoint")
