@@ -36,17 +36,13 @@ from typing import Final
 import httpx
 from websockets.asyncio.client import ClientConnection, connect
 
+from bench.texts import FOUR_SENTENCES
 from kokoro_server.fake_weights import ensure_random_weights
 from speech_protocol import WS_PATH, pcm_duration_s
 
 REPO_ROOT: Final = Path(__file__).resolve().parents[1]
 
-BENCH_TEXT: Final = (
-    "Streaming speech lets a voice agent start talking before its answer is ready. "
-    "Each sentence is synthesized as soon as the language model finishes writing it. "
-    "The listener hears the first words in a fraction of a second instead of waiting. "
-    "This is why latency matters."
-)
+BENCH_TEXT: Final = FOUR_SENTENCES
 """267 characters, four sentences (the reference sample's comparison, reworded to its length)."""
 
 AWS_WHOLE_MS: Final = 329.3
