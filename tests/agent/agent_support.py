@@ -238,3 +238,16 @@ class _RecordingConnection:
         if isinstance(frame, bytes):
             self._frames.append(frame)
         return frame
+
+
+async def run_releasing_on_first_audio(invocation: Invocation, model: GatedModel) -> tuple[list[Event], bool | None]:
+    """Read every event; open the model's gate at the first audio. Returns the events and
+    whether the model had finished when the first audio arrived (None: no audio)."""
+    events: list[Event] = []
+    finished_at_first_audio = None
+    async for event in invocation.events():
+        events.append(dict(event))
+        if event["type"] == "audio_chunk" and not model.gate.is_set():
+            finished_at_first_audio = model.finished
+            model.gate.set()
+    return events, finished_at_first_audio

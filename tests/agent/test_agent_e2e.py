@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from agent_app.pipeline import Invocation, Outcome
+from agent_app.pipeline import Outcome
 from agent_app.speech.websocket import WebSocketTransport
 from kokoro_server.app import create_app
 from kokoro_server.engine import SpeechEngine, ZeroCostEngine
@@ -27,6 +27,7 @@ from tests.agent.agent_support import (
     collect,
     decoded_audio,
     make_invocation,
+    run_releasing_on_first_audio,
     scripted,
     sentence_start_token,
     types,
@@ -72,19 +73,6 @@ def assert_well_formed(events: list[Event]) -> None:
 
 def last_index(kinds: list[str], kind: str) -> int:
     return len(kinds) - 1 - kinds[::-1].index(kind)
-
-
-async def run_releasing_on_first_audio(invocation: Invocation, model: GatedModel) -> tuple[list[Event], bool | None]:
-    """Read every event; open the model's gate at the first audio. Returns the events and
-    whether the model had finished when the first audio arrived (None: no audio)."""
-    events: list[Event] = []
-    finished_at_first_audio = None
-    async for event in invocation.events():
-        events.append(dict(event))
-        if event["type"] == "audio_chunk" and not model.gate.is_set():
-            finished_at_first_audio = model.finished
-            model.gate.set()
-    return events, finished_at_first_audio
 
 
 async def test_stream_mode_speaks_while_the_model_generates(speech_server: SpeechServer) -> None:

@@ -20,6 +20,7 @@ from tests.agent.agent_support import (
     collect,
     decoded_audio,
     make_invocation,
+    run_releasing_on_first_audio,
     scripted,
     sentence_start_token,
     types,
@@ -81,13 +82,7 @@ async def test_stream_mode_audio_arrives_while_the_model_is_still_generating(fak
     # no audio could come first, and the invocation would run into its deadline instead.
     model = GatedModel(hold_at=sentence_start_token(FOUR_SENTENCES, LAST_SENTENCE), probe=lambda: fake.sessions)
     invocation = make_invocation(model, ws_transport(fake), mode="stream", deadline_s=10)
-    events: list[Event] = []
-    finished_at_first_audio = None
-    async for event in invocation.events():
-        events.append(dict(event))
-        if event["type"] == "audio_chunk" and not model.gate.is_set():
-            finished_at_first_audio = model.finished
-            model.gate.set()
+    events, finished_at_first_audio = await run_releasing_on_first_audio(invocation, model)
 
     assert_well_formed(events)
     assert finished_at_first_audio is False
