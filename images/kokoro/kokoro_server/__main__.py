@@ -15,8 +15,9 @@ from functools import partial
 import uvicorn
 
 from kokoro_server.app import create_app
+from kokoro_server.capability import UnsupportedPrecision
 from kokoro_server.invocations import body_limit
-from kokoro_server.loader import load_engine
+from kokoro_server.loader import load_engine, preflight
 from kokoro_server.service import EngineLoader
 from kokoro_server.settings import Settings, SettingsError, load_settings
 
@@ -41,6 +42,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         settings = load_settings(sys.argv[1:] if argv is None else argv, os.environ)
     except SettingsError as exc:
+        print(f"kokoro_server: {exc}", file=sys.stderr)
+        return 2
+    try:
+        preflight(settings)  # a precision this host cannot run is a configuration error, not a crash later
+    except UnsupportedPrecision as exc:
         print(f"kokoro_server: {exc}", file=sys.stderr)
         return 2
     logging.basicConfig(level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Literal, get_args
 import numpy as np
 
 from kokoro_server import model_pin
+from kokoro_server.capability import Probe, probe_bf16_cpu, require_precision
 from kokoro_server.engine import ChunkAudio, float_to_pcm16
 from kokoro_server.g2p import offline_spacy_model
 from kokoro_server.weights import voice_files
@@ -103,19 +104,27 @@ class KokoroEngine:
 
     @classmethod
     def load(
-        cls, model_dir: Path, *, device: str = "cpu", precision: str = "fp32", real_istft: bool | None = None
+        cls,
+        model_dir: Path,
+        *,
+        device: str = "cpu",
+        precision: str = "fp32",
+        real_istft: bool | None = None,
+        probe: Probe = probe_bf16_cpu,
     ) -> KokoroEngine:
         """Load config, checkpoint and every voice of `model_dir`; verify the checkpoint.
 
         `real_istft` selects kokoro's real-valued inverse STFT (`disable_complex=True`). It is
         required under reduced precision: the default iSTFT multiplies the phase by 1j, which under
         bf16 autocast makes a bf16 complex tensor that PyTorch cannot multiply on a CPU. None means
-        "only when the precision is not fp32".
+        "only when the precision is not fp32". `probe` checks that this CPU runs bf16 (see
+        `capability`): a CPU without native bf16 is refused before anything is loaded.
         """
         if precision not in PRECISIONS:
             raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
         prec: Precision = precision  # type: ignore[assignment]
         _autocast(device, prec)  # fail now, not on the first request
+        require_precision(device, prec, probe=probe)
         import torch
         from kokoro import KModel, KPipeline
 

@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 from typing import Final, Literal
 
+from kokoro_server.capability import Probe, probe_bf16_cpu, require_precision
 from kokoro_server.engine import SpeechEngine, ZeroCostEngine
 from kokoro_server.kokoro_engine import KokoroEngine
 from kokoro_server.service import LoadedEngine
@@ -36,6 +37,16 @@ def configured_model_dir(settings: Settings) -> Path | None:
     if settings.model_dir == SAGEMAKER_MODEL_DIR and not SAGEMAKER_MODEL_DIR.exists():
         return None
     return settings.model_dir
+
+
+def preflight(settings: Settings, probe: Probe = probe_bf16_cpu) -> None:
+    """Refuse, before the server starts, a precision this host cannot run (UnsupportedPrecision).
+
+    fp32 and the zero-cost engine need no check (and no torch import); reduced precision is probed.
+    """
+    if settings.engine == "zero" or settings.precision == "fp32":
+        return
+    require_precision(resolve_device(settings.device), settings.precision, probe=probe)
 
 
 def warm_up(engine: SpeechEngine) -> float:
