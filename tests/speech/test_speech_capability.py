@@ -105,7 +105,7 @@ def test_the_host_probe_agrees_with_the_cpu_flags() -> None:
     # AVX-512 without BF16 is decided by the probe alone (oneDNN may emulate); the other tests cover it.
 
 
-@pytest.mark.timeout(60)
+@pytest.mark.timeout(300)  # importing torch takes 90 s on a 2-core machine shared by six test runs
 def test_the_process_answers_bf16_as_this_cpu_must(tmp_path: Path) -> None:
     supported = probe_bf16_cpu() is None
     absent = ("--model-dir", str(tmp_path / "absent"))
@@ -114,7 +114,7 @@ def test_the_process_answers_bf16_as_this_cpu_must(tmp_path: Path) -> None:
         env=subprocess_env(),
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=280,
         check=False,
     )
     if supported:
