@@ -33,9 +33,9 @@ from starlette.types import Message
 from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
 
 from kokoro_server.audio import split_frames
-from kokoro_server.chunking import ChunkPolicy, audio_ahead_s
+from kokoro_server.chunking import ChunkPolicy
 from kokoro_server.engine import ChunkAudio, SpeechEngine
-from kokoro_server.schedule import timed
+from kokoro_server.schedule import PlaybackClock, starts_from_silence, timed
 from kokoro_server.scheduler import Lane, LaneClosedError
 from speech_protocol import (
     Cancel,
@@ -196,6 +196,8 @@ class Session:
         """Requests accepted and not yet completed, failed or cancelled, oldest first."""
         self._current: tuple[_Request, asyncio.Task[None]] | None = None
         self._closing = False
+        self._clock = PlaybackClock()
+        """When the audio this session produced ends playing: chunks are sized by it (`schedule.PlaybackClock`)."""
 
     async def run(self) -> None:
         await self._ws.accept()
@@ -305,6 +307,7 @@ class Session:
                 )
         target.cancelled = True
         del self._open[target.request_id]
+        self._clock.reset()  # the listener drops what it has buffered
         if self._current is not None and self._current[0] is target:
             self._current[1].cancel()
         await self._outbox.drop(target)
@@ -344,8 +347,8 @@ class Session:
         await self._outbox.put(_Control(SynthesisStart(request_id=request.request_id), request=request))
         remaining, index, produced_s = request.text, 0, 0.0
         while True:
-            ahead = audio_ahead_s(produced_s, request.first_audio_at, time.perf_counter())
-            chunk = self._policy.next_chunk(remaining, first=index == 0, buffered_audio_s=ahead)
+            ahead = self._clock.ahead_s(time.perf_counter())
+            chunk = self._policy.next_chunk(remaining, first=starts_from_silence(index, ahead), buffered_audio_s=ahead)
             if chunk is None:
                 break
             audio = await self._run_engine(request, chunk.text)
@@ -357,6 +360,7 @@ class Session:
                 else None
             )
             await self._outbox.put(_Audio(request, words, split_frames(audio.pcm, self._limits.frame_bytes)))
+            self._clock.delivered(time.perf_counter(), audio.duration_s)
             remaining, index, produced_s = chunk.rest, index + 1, produced_s + audio.duration_s
         await self._outbox.put(_Complete(request))
 
