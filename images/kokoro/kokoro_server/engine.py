@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 
@@ -43,6 +44,18 @@ class SpeechEngine(Protocol):
     def synthesize(self, text: str, voice: str, speed: float) -> ChunkAudio:
         """Synthesize one chunk. Blocking; never call it on the event loop."""
         ...
+
+
+@runtime_checkable
+class PieceStreamingEngine(Protocol):
+    """An engine that can hand one chunk's audio over in pieces, each as soon as it exists.
+
+    The pieces, concatenated, are the chunk's audio (up to the bound its implementation states);
+    each piece's word timings are relative to that piece's first sample. The iterator runs in the
+    engine's worker thread: it is blocking like `synthesize`.
+    """
+
+    def synthesize_pieces(self, text: str, voice: str, speed: float) -> Iterator[ChunkAudio]: ...
 
 
 def float_to_pcm16(audio: np.ndarray) -> bytes:

@@ -25,6 +25,7 @@ import logging
 import time
 import uuid
 from collections import deque
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from functools import partial
 
@@ -34,7 +35,7 @@ from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
 
 from kokoro_server.audio import split_frames
 from kokoro_server.chunking import ChunkPolicy
-from kokoro_server.engine import ChunkAudio, SpeechEngine
+from kokoro_server.engine import ChunkAudio, PieceStreamingEngine, SpeechEngine
 from kokoro_server.schedule import PlaybackClock, starts_from_silence, timed
 from kokoro_server.scheduler import Lane, LaneClosedError
 from speech_protocol import (
@@ -176,6 +177,10 @@ def frame_payload(message: Message) -> str | bytes:
 def shift_words(words: tuple[WordTiming, ...], offset_s: float) -> tuple[WordTiming, ...]:
     """Chunk-relative word timings made relative to the request's first sample."""
     return tuple(WordTiming(w.word, w.start_s + offset_s, w.end_s + offset_s) for w in words)
+
+
+_STREAMED = ChunkAudio(pcm=b"", words=())
+"""What `_run_engine` returns for a job that streamed its audio as pieces (nothing left to send)."""
 
 
 class Session:
@@ -351,25 +356,58 @@ class Session:
             chunk = self._policy.next_chunk(remaining, first=starts_from_silence(index, ahead), buffered_audio_s=ahead)
             if chunk is None:
                 break
-            audio = await self._run_engine(request, chunk.text)
-            if audio is None:
-                return
-            words = (
-                Timestamps(request.request_id, index, shift_words(audio.words, produced_s))
-                if request.timestamps
-                else None
-            )
-            await self._outbox.put(_Audio(request, words, split_frames(audio.pcm, self._limits.frame_bytes)))
-            self._clock.delivered(time.perf_counter(), audio.duration_s)
-            remaining, index, produced_s = chunk.rest, index + 1, produced_s + audio.duration_s
+            async for audio in self._chunk_audio(request, chunk.text, from_silence=starts_from_silence(index, ahead)):
+                if audio is None:
+                    return
+                words = (
+                    Timestamps(request.request_id, index, shift_words(audio.words, produced_s))
+                    if request.timestamps
+                    else None
+                )
+                await self._outbox.put(_Audio(request, words, split_frames(audio.pcm, self._limits.frame_bytes)))
+                self._clock.delivered(time.perf_counter(), audio.duration_s)
+                index, produced_s = index + 1, produced_s + audio.duration_s
+            remaining = chunk.rest
         await self._outbox.put(_Complete(request))
 
-    async def _run_engine(self, request: _Request, text: str) -> ChunkAudio | None:
-        """The chunk's audio, or None after reporting an engine failure for this request."""
+    async def _chunk_audio(
+        self, request: _Request, text: str, *, from_silence: bool
+    ) -> AsyncIterator[ChunkAudio | None]:
+        """The chunk's audio: in pieces as they are made when the listener waits in silence and the
+        engine can (`PieceStreamingEngine`: first audio after a window, not a chunk), else whole.
+        None after reporting an engine failure."""
+        engine = self._engine
+        if not (from_silence and isinstance(engine, PieceStreamingEngine)):
+            yield await self._run_engine(request, text)
+            return
+        loop = asyncio.get_running_loop()
+        pieces: asyncio.Queue[ChunkAudio] = asyncio.Queue()
+
+        def make_pieces() -> None:
+            for piece in engine.synthesize_pieces(text, request.voice, request.speed):
+                loop.call_soon_threadsafe(pieces.put_nowait, piece)
+
+        job = asyncio.ensure_future(self._run_engine(request, text, make=make_pieces))
         try:
-            audio, compute_s = await self._lane.run(
-                partial(timed, partial(self._engine.synthesize, text, request.voice, request.speed))
-            )
+            while not (job.done() and pieces.empty()):
+                getter = asyncio.ensure_future(pieces.get())
+                await asyncio.wait({getter, job}, return_when=asyncio.FIRST_COMPLETED)
+                if getter.done():
+                    yield getter.result()
+                else:
+                    getter.cancel()
+            if job.result() is None:
+                yield None
+        finally:
+            job.cancel()
+
+    async def _run_engine(
+        self, request: _Request, text: str, make: Callable[[], object] | None = None
+    ) -> ChunkAudio | None:
+        """The chunk's audio, or None after reporting an engine failure for this request."""
+        synthesize = make or partial(self._engine.synthesize, text, request.voice, request.speed)
+        try:
+            audio, compute_s = await self._lane.run(partial(timed, synthesize))
         except LaneClosedError:
             raise
         except Exception:  # the engine boundary: any model failure fails this request only, not the session
@@ -380,7 +418,7 @@ class Session:
             await self._outbox.put(_Control(failure, request=request, finishes=True))
             return None
         self._policy.observe(text, compute_s)
-        return audio
+        return audio if isinstance(audio, ChunkAudio) else _STREAMED
 
     # --- writer -----------------------------------------------------------------------------
 
