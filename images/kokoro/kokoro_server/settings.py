@@ -120,7 +120,11 @@ class Settings:
     precision: Precision = field(default="fp32", metadata=_spec("model precision", _choice("fp32", "bf16", "fp16")))
     max_concurrent: Concurrency = field(
         default="auto",
-        metadata=_spec("syntheses running at once; 'auto' is 1 on a CPU and 2 on a GPU; more waits", _concurrency()),
+        metadata=_spec(
+            "syntheses running at once; 'auto' is 2 on a CPU of up to 3 cores, one per 2 cores above, 2 on a "
+            "GPU (see kokoro_server/concurrency.py); more waits",
+            _concurrency(),
+        ),
     )
     max_text_chars: int = field(
         default=5000, metadata=_spec("longest text one request may carry", _int_between(1, 100_000))
@@ -143,14 +147,13 @@ class Settings:
     )
 
     def concurrency_for(self, device: Literal["cpu", "cuda"]) -> int:
-        """Syntheses allowed at once on `device`, resolving 'auto'.
+        """Syntheses allowed at once on `device`, resolving 'auto' from this machine's cores.
 
-        On a CPU one synthesis already uses every core (torch intra-op threads), so a second one
-        only slows both down; a GPU overlaps two well (one's CPU-side G2P with the other's kernels).
+        The rule and the measurement behind it are in `concurrency.auto_plan`.
         """
-        if self.max_concurrent != "auto":
-            return self.max_concurrent
-        return 1 if device == "cpu" else 2
+        from kokoro_server.concurrency import configured_plan
+
+        return configured_plan(self.max_concurrent, device).concurrency
 
 
 def env_var(name: str) -> str:
