@@ -5,10 +5,14 @@ returned async generator into `data: <json>\\n\\n`. The entrypoint is a coroutin
 async generator so that a payload it cannot serve gets a 400 with a JSON body (the SDK passes a
 returned Response through) instead of a stream that starts with 200. Model, agent and speech
 transport are created per invocation.
+
+A caller who hangs up stops the invocation at once (`hangup.py`): model stream cancelled, speech
+requests cancelled with the protocol's `cancel`.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
@@ -20,6 +24,7 @@ from starlette.responses import JSONResponse
 from agent_app import events
 from agent_app.config import AgentConfig
 from agent_app.events import AgentErrorCode, AgentEvent
+from agent_app.hangup import HangupMiddleware, current_hangup, on_hangup_threadsafe
 from agent_app.invocation import BadRequest, parse_invocation
 from agent_app.models import ModelChoice, build_agent, build_model
 from agent_app.pipeline import CALLER_GONE_AFTER_S, Invocation, PipelineSettings
@@ -41,6 +46,7 @@ class AppDependencies:
 def create_app(config: AgentConfig, dependencies: AppDependencies | None = None) -> BedrockAgentCoreApp:
     deps = dependencies or AppDependencies()
     app = BedrockAgentCoreApp()
+    app.add_middleware(HangupMiddleware)
 
     async def invoke(payload: object) -> JSONResponse | AsyncIterator[AgentEvent]:
         try:
@@ -64,6 +70,9 @@ def create_app(config: AgentConfig, dependencies: AppDependencies | None = None)
                 caller_gone_after_s=deps.caller_gone_after_s,
             ),
         )
+        hangup = current_hangup.get()
+        if hangup is not None:
+            hangup.subscribe(on_hangup_threadsafe(asyncio.get_running_loop(), invocation.hang_up))
         return invocation.events()
 
     app.entrypoint(invoke)
