@@ -7,7 +7,8 @@ returned Response through) instead of a stream that starts with 200. Model, agen
 transport are created per invocation.
 
 A caller who hangs up stops the invocation at once (`hangup.py`): model stream cancelled, speech
-requests cancelled with the protocol's `cancel`.
+requests cancelled with the protocol's `cancel`. `WS /ws` serves the same entrypoint full duplex
+(`ws_route.py`): questions and `stop` up, the same events down.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from agent_app.models import ModelChoice, build_agent, build_model
 from agent_app.pipeline import CALLER_GONE_AFTER_S, Invocation, PipelineSettings
 from agent_app.speech.factory import build_transport
 from agent_app.speech.transport import SpeechTransport
+from agent_app.ws_route import conversation_handler
 
 logger = logging.getLogger(__name__)
 
@@ -76,4 +78,5 @@ def create_app(config: AgentConfig, dependencies: AppDependencies | None = None)
         return invocation.events()
 
     app.entrypoint(invoke)
+    app.websocket(conversation_handler(invoke))
     return app

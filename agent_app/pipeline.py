@@ -446,6 +446,8 @@ class Invocation:
 
     async def _emit(self, event: AgentEvent | None) -> None:
         """Queue an event (None: the end); raise CallerGone when nobody takes it in time."""
+        if self.outcome is Outcome.HUNG_UP:
+            return  # the work is being cancelled; a task that has not seen it yet must not queue more
         if not self._outbox.full():
             self._outbox.put_nowait(event)
             return

@@ -9,6 +9,7 @@ client frames and each engine job.
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
@@ -19,9 +20,12 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
+from websockets.asyncio.client import ClientConnection, connect
 
 from agent_app.app import AppDependencies, create_app
+from agent_app.config import AgentConfig
 from agent_app.hangup import Hangup, HangupMiddleware, current_hangup
+from agent_app.models import ModelChoice, ScriptedModel
 from agent_app.pipeline import Invocation, Outcome
 from agent_app.speech.tracker import SessionTracker
 from agent_app.speech.transport import SpeechConnection, SpeechFrame, SpeechTransport
@@ -300,3 +304,147 @@ async def test_the_middleware_does_not_fire_after_a_complete_answer(serve_asgi, 
     hangup = seen[0]
     assert hangup is not None
     assert await wait_fired(hangup, tries=12) is False
+
+
+# --- WS /ws: the conversation over AgentCore's WebSocket route ------------------------------------
+
+
+class Models:
+    """A fresh scripted model per invocation (one model streams one answer), remembered in order."""
+
+    def __init__(self, text: str = LONG_ANSWER, tokens_per_s: float = 200) -> None:
+        self.text = text
+        self.tokens_per_s = tokens_per_s
+        self.made: list[ScriptedModel] = []
+
+    def __call__(self, config: AgentConfig) -> ModelChoice:
+        model = scripted(self.text, tokens_per_s=self.tokens_per_s)
+        self.made.append(model)
+        return ModelChoice(model=model, name="scripted", demo=False)
+
+
+def ws_agent(serve_asgi: Callable[[Any], LiveServer], speech: Speech, models: Models) -> str:
+    app = create_app(
+        websocket_config(speech.url, AGENT_DEADLINE_S="600"),
+        AppDependencies(model=models, caller_gone_after_s=NEVER_S),
+    )
+    return serve_asgi(app).ws_url("/ws")
+
+
+async def receive_until(socket: ClientConnection, done: Callable[[Event], bool]) -> list[Event]:
+    received: list[Event] = []
+    async with asyncio.timeout(30):
+        while True:
+            data = await socket.recv()
+            assert isinstance(data, str), "the agent sends text frames only"
+            event = json.loads(data)
+            received.append(event)
+            if done(event):
+                return received
+
+
+def is_end(event: Event) -> bool:
+    return event["type"] in ("agent_end", "error")
+
+
+async def test_ws_answers_questions_one_turn_after_the_other(serve_asgi) -> None:
+    speech = Speech(serve_asgi, compute_s_per_char=0.0)
+    models = Models(FOUR_SENTENCES, tokens_per_s=2000)
+    async with connect(ws_agent(serve_asgi, speech, models)) as socket:
+        await socket.send(json.dumps({"type": "prompt", "prompt": "First?"}))
+        first = await receive_until(socket, is_end)
+        await socket.send(json.dumps({"type": "prompt", "prompt": "Second?", "mode": "batch"}))
+        second = await receive_until(socket, is_end)
+
+    for turn, received in ((1, first), (2, second)):
+        assert {event["turn"] for event in received} == {turn}
+        assert [e["type"] for e in received][-3:] == ["audio_end", "metrics", "agent_end"]
+        assert "".join(e["text"] for e in received if e["type"] == "text_delta") == FOUR_SENTENCES
+    assert second[0] == {"type": "agent_start", "mode": "batch", "model": "scripted", "demo": False, "turn": 2}
+    assert [m.finished for m in models.made] == [True, True]
+
+
+async def test_ws_stop_cancels_the_answer_and_the_conversation_goes_on(serve_asgi) -> None:
+    speech = Speech(serve_asgi)
+    models = Models()
+    async with connect(ws_agent(serve_asgi, speech, models)) as socket:
+        await socket.send(json.dumps({"type": "prompt", "prompt": "Talk."}))
+        await receive_until(socket, lambda e: e["type"] == "audio_chunk")
+        await socket.send(json.dumps({"type": "stop"}))
+        stopped = await receive_until(socket, lambda e: e["type"] == "turn_stopped")
+        assert stopped[-1] == {"type": "turn_stopped", "turn": 1}
+        assert {e["turn"] for e in stopped} == {1}
+        assert models.made[0].stopped_early is True
+        record = await speech.wait_closed(0)
+        assert record.kinds()[-1] == "cancel"
+        assert "close" not in record.kinds()
+        # A stop with nothing running is a no-op; the next question is answered.
+        await socket.send(json.dumps({"type": "stop"}))
+        await socket.send(json.dumps({"type": "prompt", "prompt": "Again.", "mode": "batch"}))
+        models.text, models.tokens_per_s = FOUR_SENTENCES, 2000
+        again = await receive_until(socket, is_end)
+    assert again[0]["type"] == "agent_start"
+    assert {e["turn"] for e in again} == {2}
+    assert again[-1] == {"type": "agent_end", "turn": 2}
+
+
+async def test_ws_a_new_question_stops_the_running_answer_first(serve_asgi) -> None:
+    speech = Speech(serve_asgi)
+    models = Models()
+    async with connect(ws_agent(serve_asgi, speech, models)) as socket:
+        await socket.send(json.dumps({"type": "prompt", "prompt": "Talk."}))
+        await receive_until(socket, lambda e: e["type"] == "audio_chunk")
+        models.text, models.tokens_per_s = FOUR_SENTENCES, 2000
+        await socket.send(json.dumps({"type": "prompt", "prompt": "Something else."}))
+        rest = await receive_until(socket, lambda e: is_end(e) and e.get("turn") == 2)
+    stop_at = rest.index({"type": "turn_stopped", "turn": 1})
+    assert {e["turn"] for e in rest[:stop_at]} <= {1}
+    assert {e["turn"] for e in rest[stop_at + 1 :]} == {2}
+    assert rest[-1] == {"type": "agent_end", "turn": 2}
+    assert models.made[0].stopped_early is True
+    assert (await speech.wait_closed(0)).kinds()[-1] == "cancel"
+
+
+async def test_ws_closing_the_connection_stops_the_answer(serve_asgi) -> None:
+    speech = Speech(serve_asgi)
+    models = Models()
+    async with connect(ws_agent(serve_asgi, speech, models)) as socket:
+        await socket.send(json.dumps({"type": "prompt", "prompt": "Talk."}))
+        await receive_until(socket, lambda e: e["type"] == "audio_chunk")
+    record = await speech.wait_closed(0)
+    assert models.made[0].stopped_early is True
+    assert record.kinds()[-1] == "cancel"
+    assert "close" not in record.kinds()
+
+
+async def test_ws_bad_messages_get_an_error_and_the_connection_goes_on(serve_asgi) -> None:
+    speech = Speech(serve_asgi, compute_s_per_char=0.0)
+    models = Models(FOUR_SENTENCES, tokens_per_s=2000)
+    bad: list[str | bytes] = [
+        "not json",
+        "[1, 2]",
+        '{"type": "shout"}',
+        '{"type": "stop", "now": true}',
+        '{"type": "prompt", "prompt": ""}',
+        '{"type": "prompt", "prompt": "hi", "colour": "red"}',
+        b'{"type": "stop"}',
+    ]
+    async with connect(ws_agent(serve_asgi, speech, models)) as socket:
+        errors = []
+        for message in bad:
+            await socket.send(message)
+            errors.append(json.loads(await socket.recv()))
+        await socket.send(json.dumps({"type": "prompt", "prompt": "Fine."}))
+        answer = await receive_until(socket, is_end)
+    assert [e["type"] for e in errors] == ["error"] * len(bad)
+    assert {e["code"] for e in errors} == {"bad_request"}
+    assert [e["message"] for e in errors[1:4]] == [
+        "the message must be a JSON object, got list",
+        "unknown message type 'shout'; allowed: prompt, stop",
+        "'stop' takes no other field",
+    ]
+    assert errors[4]["message"] == "'prompt' is empty"
+    assert errors[5]["message"] == "unknown field(s) colour; allowed: prompt, mode, voice"
+    assert errors[6]["message"] == "binary frames are not accepted"
+    assert answer[-1] == {"type": "agent_end", "turn": 1}
+    assert len(models.made) == 1
