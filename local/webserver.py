@@ -4,14 +4,16 @@ Routes:
 - `GET /` and the static files of `local/web/` (plain ES modules, no build step);
 - `POST /api/invoke` -> the agent's `POST /invocations`, streamed through chunk by chunk as the
   agent writes them (no buffering: the page's time to first audio is the agent's);
-- `GET /api/health` -> the agent's `GET /ping`.
+- `GET /api/health` -> the agent's `GET /ping`;
+- `WS /api/ws` -> the agent's `WS /ws` (the full-duplex conversation, `ws_proxy.py`).
 
 Errors of the proxy itself are JSON bodies `{"error": {"code", "message"}}` with status 502 (agent
 unreachable or broken) or 503 (agent not healthy).
 
 Only its own page may drive the agent (`guard.py`): every request must name this server in `Host`
 (421 otherwise: a DNS-rebinding page has its own name there), and `POST /api/invoke` must come from
-this origin (403 for an `Origin` or `Sec-Fetch-Site` of another site) with a JSON body of at most
+this origin (403 for an `Origin` or `Sec-Fetch-Site` of another site; `WS /api/ws` likewise, refused
+before the handshake completes) with a JSON body of at most
 `max_body_bytes` (413 when larger, 415 when not JSON). Run: `python -m local.webserver --port 8000
 --agent-url http://127.0.0.1:8080`.
 """
@@ -31,7 +33,7 @@ import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
-from starlette.routing import Mount, Route
+from starlette.routing import Mount, Route, WebSocketRoute
 from starlette.staticfiles import StaticFiles
 from starlette.status import (
     HTTP_400_BAD_REQUEST,
@@ -41,8 +43,10 @@ from starlette.status import (
     HTTP_503_SERVICE_UNAVAILABLE,
 )
 from starlette.types import Scope
+from starlette.websockets import WebSocket
 
 from local.guard import DEFAULT_MAX_BODY_BYTES, BodyTooLarge, SameOriginGuard, read_body_capped
+from local.ws_proxy import relay_conversation
 
 logger = logging.getLogger("voicestack.webserver")
 
@@ -149,6 +153,11 @@ def create_app(config: WebServerConfig) -> Starlette:
             headers={"Cache-Control": "no-cache, no-transform", "X-Accel-Buffering": "no"},
         )
 
+    agent_ws_url = "ws" + agent_url.removeprefix("http") + "/ws"
+
+    async def conversation(websocket: WebSocket) -> None:
+        await relay_conversation(websocket, agent_ws_url, max_message_chars=config.max_body_bytes)
+
     async def health(request: Request) -> Response:
         client: httpx.AsyncClient = request.app.state.http
         try:
@@ -169,11 +178,12 @@ def create_app(config: WebServerConfig) -> Starlette:
         routes=[
             Route("/api/invoke", invoke, methods=["POST"]),
             Route("/api/health", health, methods=["GET"]),
+            WebSocketRoute("/api/ws", conversation),
             Mount("/", PageFiles(directory=config.web_dir, html=True), name="page"),
         ],
         lifespan=lifespan,
     )
-    app.add_middleware(SameOriginGuard, guarded_paths=frozenset({"/api/invoke"}))
+    app.add_middleware(SameOriginGuard, guarded_paths=frozenset({"/api/invoke", "/api/ws"}))
     return app
 
 

@@ -11,6 +11,7 @@
 //            rows; sessionId and turns: the conversation; lastStop: {reason, silentMs,
 //            outputLatencyMs} of the last barge-in (silentMs: until the worklet confirmed silence).
 
+import { AgentSocket } from "./agent-socket.js";
 import { Conversation } from "./conversation.js";
 import { AgentStreamError } from "./events.js";
 import { invokeAgent } from "./invoke.js";
@@ -19,6 +20,7 @@ import { AnswerSession } from "./session.js";
 
 const INVOKE_URL = "api/invoke";
 const HEALTH_URL = "api/health";
+const SOCKET_PATH = "api/ws";
 const PROTOCOL_SAMPLE_RATE = 24000;
 
 /** @param {string} id */
@@ -40,6 +42,8 @@ const state = {
   turns: [],
   /** @type {Record<string, any> | null} */
   lastStop: null,
+  /** @type {AgentSocket | null} */
+  socket: null,
 };
 Object.assign(window, { voicestack: state });
 
@@ -230,11 +234,40 @@ function addRunRow(current) {
   $("runs").querySelector("tbody")?.append(tr);
 }
 
+/** The conversation's socket, (re)opened for the current session id. */
+async function conversationSocket() {
+  const session = state.conversation.sessionId;
+  if (state.socket !== null && state.socket.open && state.socket.session === session) return state.socket;
+  state.socket?.close();
+  const url = new URL(SOCKET_PATH, window.location.href);
+  url.protocol = url.protocol === "https:" ? "wss:" : "ws:";
+  const socket = await AgentSocket.open(url.href, session);
+  state.socket = socket;
+  return socket;
+}
+
+/**
+ * The question's events, over the chosen connection.
+ * @param {string} prompt
+ * @param {"stream" | "batch"} mode
+ * @param {"sse" | "websocket"} transport
+ * @param {AbortSignal} signal
+ * @returns {AsyncGenerator<Record<string, any>>}
+ */
+async function* answerEvents(prompt, mode, transport, signal) {
+  if (transport === "websocket") {
+    yield* (await conversationSocket()).ask({ prompt, mode }, signal);
+  } else {
+    yield* invokeAgent(INVOKE_URL, { prompt, mode }, signal, state.conversation.headers());
+  }
+}
+
 /**
  * @param {string} prompt
  * @param {"stream" | "batch"} mode
+ * @param {"sse" | "websocket"} [transport]
  */
-async function ask(prompt, mode) {
+async function ask(prompt, mode, transport = "sse") {
   // A new question while one streams or plays is a barge-in: the old one stops here and now.
   const previous = state.current;
   if (previous !== null && (!previous.done || !previous.drained)) silence("new_question");
@@ -254,6 +287,7 @@ async function ask(prompt, mode) {
   const turn = state.conversation.ask(prompt);
   const current = {
     mode,
+    transport,
     session,
     turn,
     spokenWord: -1,
@@ -275,8 +309,7 @@ async function ask(prompt, mode) {
   $("stop").toggleAttribute("disabled", false);
   render();
   try {
-    const headers = state.conversation.headers();
-    for await (const event of invokeAgent(INVOKE_URL, { prompt, mode }, controller.signal, headers)) {
+    for await (const event of answerEvents(prompt, mode, transport, controller.signal)) {
       await session.handle(event);
       render();
       if (event.type === "error") break;
@@ -345,7 +378,8 @@ $("ask").addEventListener("submit", (event) => {
   const form = /** @type {HTMLFormElement} */ (event.target);
   const data = new FormData(form);
   const mode = data.get("mode") === "batch" ? "batch" : "stream";
-  void ask(String(data.get("prompt") ?? ""), mode);
+  const transport = data.get("transport") === "websocket" ? "websocket" : "sse";
+  void ask(String(data.get("prompt") ?? ""), mode, transport);
 });
 $("stop").addEventListener("click", stop);
 $("new-conversation").addEventListener("click", newConversation);
