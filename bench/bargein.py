@@ -30,6 +30,7 @@ second of audio), or the full-size Kokoro-82M (`--engine kokoro`, random weights
 from __future__ import annotations
 
 import argparse
+import itertools
 import logging
 import platform
 import statistics
@@ -52,6 +53,8 @@ if TYPE_CHECKING:
 
 Path_ = Literal["stop", "new_question", "hang_up"]
 PATHS: Final[tuple[Path_, ...]] = ("stop", "new_question", "hang_up")
+Transport = Literal["sse", "websocket"]
+TRANSPORTS: Final[tuple[Transport, ...]] = ("sse", "websocket")
 PAGE_SILENT_GOAL_MS: Final = 300.0
 SPEECH_IDLE_GOAL_MS: Final = 1000.0
 CHROMIUM: Final = Path("/usr/bin/chromium")
@@ -64,6 +67,7 @@ WAIT_MS: Final = 60_000
 @dataclass
 class Trial:
     path: Path_
+    transport: Transport
     page_silent_ms: float | None
     session_closed_ms: float
     speech_idle_ms: float
@@ -153,7 +157,7 @@ def _agent_stop(stack: Stack, before: int, t0: float) -> tuple[float | None, str
     return None, None
 
 
-def run_trial(browser: Browser, stack: Stack, path: Path_) -> Trial:
+def run_trial(browser: Browser, stack: Stack, path: Path_, transport: Transport) -> Trial:
     context = browser.new_context()
     page = context.new_page()
     try:
@@ -161,6 +165,7 @@ def run_trial(browser: Browser, stack: Stack, path: Path_) -> Trial:
         _wait("document.getElementById('health').dataset.state === 'ok'", page)
         sessions_before = len(stack.probe.sessions)
         ends_before = len(stack.log.ends)
+        page.check(f"input[name=transport][value={transport}]")
         page.fill("#prompt", PROMPT)
         page.click("#speak")
         # Interrupt while the answer is playing and the speech server still has work for it.
@@ -188,6 +193,7 @@ def run_trial(browser: Browser, stack: Stack, path: Path_) -> Trial:
         kinds = record.kinds()
         return Trial(
             path=path,
+            transport=transport,
             page_silent_ms=page_silent_ms,
             session_closed_ms=closed_ms,
             speech_idle_ms=idle_ms,
@@ -208,23 +214,22 @@ def _fmt(values: Sequence[float | None]) -> str:
 
 
 def report(trials: Sequence[Trial]) -> str:
-    """A markdown table, median / max of each measure per path, then the goals."""
-    lines = [
-        "| path | page silent ms | speech session closed ms | speech idle ms | agent stopped ms | cancels | outcome |",
-        "|---|---|---|---|---|---|---|",
-    ]
-    for path in PATHS:
-        rows = [t for t in trials if t.path == path]
+    """A markdown table, median / max of each measure per path and connection, then the goals."""
+    header = ["path", "connection", "page silent ms", "speech session closed ms", "speech idle ms"]
+    header += ["agent stopped ms", "cancels"]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for path, transport in itertools.product(PATHS, TRANSPORTS):
+        rows = [t for t in trials if t.path == path and t.transport == transport]
         if not rows:
             continue
         cells = [
             path,
+            transport,
             _fmt([t.page_silent_ms for t in rows]),
             _fmt([t.session_closed_ms for t in rows]),
             _fmt([t.speech_idle_ms for t in rows]),
             _fmt([t.agent_stopped_ms for t in rows]),
             f"{statistics.median(t.cancels for t in rows):.0f}",
-            ",".join(sorted({t.agent_outcome or "?" for t in rows})),
         ]
         lines.append("| " + " | ".join(cells) + " |")
     silent = [t.page_silent_ms for t in trials if t.page_silent_ms is not None]
@@ -239,6 +244,17 @@ def report(trials: Sequence[Trial]) -> str:
         f"speech idle incl. the running chunk, worst: {worst_idle:.0f} ms (goal <= {SPEECH_IDLE_GOAL_MS:.0f} ms)"
     )
     return "\n".join(lines)
+
+
+def describe(trial: Trial) -> str:
+    silent = "n/a" if trial.page_silent_ms is None else f"{trial.page_silent_ms:.0f} ms"
+    agent = "?" if trial.agent_stopped_ms is None else f"{trial.agent_stopped_ms:.0f} ms"
+    return (
+        f"  {trial.path:<13} {trial.transport:<9} page silent {silent},"
+        f" session closed {trial.session_closed_ms:.0f} ms, speech idle {trial.speech_idle_ms:.0f} ms,"
+        f" agent {trial.agent_outcome} after {agent};"
+        f" speech frames: {' '.join(trial.client_frames)}"
+    )
 
 
 def build_engine(args: argparse.Namespace) -> SpeechEngine:
@@ -258,6 +274,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.bargein", description=__doc__.splitlines()[0])
     parser.add_argument("--trials", type=int, default=3, help="trials per path (default 3)")
     parser.add_argument("--paths", default=",".join(PATHS), help=f"comma-separated subset of {','.join(PATHS)}")
+    parser.add_argument(
+        "--transports", default=",".join(TRANSPORTS), help=f"comma-separated subset of {','.join(TRANSPORTS)}"
+    )
     parser.add_argument("--engine", choices=["zero", "kokoro"], default="zero")
     parser.add_argument("--rtf", type=float, default=0.5, help="zero engine: compute seconds per second of audio")
     parser.add_argument("--model-dir", type=Path, help="kokoro engine: weights (default: generated random weights)")
@@ -268,6 +287,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     paths = [p for p in PATHS if p in requested]
     if unknown or not paths:
         parser.error(f"--paths: unknown {', '.join(unknown) or '(empty)'}; allowed: {', '.join(PATHS)}")
+    wanted = [t.strip() for t in args.transports.split(",") if t.strip()]
+    transports = [t for t in TRANSPORTS if t in wanted]
+    if not transports or any(t not in TRANSPORTS for t in wanted):
+        parser.error(f"--transports: allowed: {', '.join(TRANSPORTS)}; got {args.transports!r}")
     if args.trials < 1:
         parser.error(f"--trials must be at least 1, got {args.trials}")
     if not args.rtf > 0:
@@ -287,16 +310,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         browser = playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS)
         try:
             for _ in range(args.trials):
-                for path in paths:
-                    trial = run_trial(browser, stack, path)
+                for path, transport in ((p, t) for p in paths for t in transports):
+                    trial = run_trial(browser, stack, path, transport)
                     trials.append(trial)
-                    print(
-                        f"  {trial.path:<13} page silent {trial.page_silent_ms or float('nan'):6.0f} ms, session closed"
-                        f" {trial.session_closed_ms:6.0f} ms, speech idle {trial.speech_idle_ms:6.0f} ms, agent "
-                        f"{trial.agent_outcome} after {trial.agent_stopped_ms or float('nan'):.0f} ms; speech frames: "
-                        f"{' '.join(trial.client_frames)}",
-                        flush=True,
-                    )
+                    print(describe(trial), flush=True)
         finally:
             browser.close()
     print()
