@@ -34,10 +34,12 @@ from bench.speech_probe import ProbedEngine, SessionProbe, SessionRecord
 from kokoro_server.app import create_app as create_speech_app
 from kokoro_server.engine import ZeroCostEngine
 from kokoro_server.settings import Settings
+from local.sagemaker_standin import run_standin
 from speech_protocol import WS_PATH, Cancel, ClientMessage, SynthesisComplete, SynthesisStart, Synthesize
 from tests.agent.agent_support import FOUR_SENTENCES, Event, make_invocation, scripted
 from tests.agent.conftest import LiveServer
 from tests.agent.test_agent_app import fixed_model, sse_events, websocket_config
+from tests.standin.standin_support import transport as sagemaker_transport
 
 LONG_ANSWER = FOUR_SENTENCES * 4
 NEVER_S = 600.0
@@ -122,6 +124,18 @@ async def hang_up_at_first_audio(invocation: Invocation) -> tuple[list[Event], l
     return before, after
 
 
+def assert_cancelled_in_order(
+    record: SessionRecord, synthesized: int, cancels: int, then: tuple[str, ...] = ()
+) -> None:
+    """The container got every request, then the cancels (then `then`). When the agent's socket
+    closes right after its last frame, the container may end the session (dropping all its work)
+    before it has read the last frames, so a shorter tail is allowed, never another order."""
+    kinds = record.kinds()
+    expected = ["synthesize"] * synthesized + ["cancel"] * cancels + list(then)
+    assert kinds == expected[: len(kinds)], kinds
+    assert len(kinds) > synthesized, "no cancel reached the container"
+
+
 def test_the_tracker_lists_unfinished_requests_in_the_order_they_were_sent() -> None:
     tracker = SessionTracker()
     for request_id in ("s0", "s1", "s2"):
@@ -151,9 +165,32 @@ async def test_hang_up_stops_the_model_and_cancels_the_unfinished_requests_newes
     cancels = transport.sent[len(sent_ids) :]
     assert cancels == [Cancel(request_id=request_id) for request_id in reversed(unfinished)]
     record = await speech.wait_closed()
-    assert record.kinds() == ["synthesize"] * len(sent_ids) + ["cancel"] * len(unfinished)
+    assert_cancelled_in_order(record, len(sent_ids), len(unfinished))
     await speech.wait_idle()
     assert all(job.started <= record.closed for job in speech.engine.jobs if record.closed is not None)
+
+
+async def test_over_sagemaker_the_abandoned_requests_are_cancelled_before_the_close(serve_asgi) -> None:
+    """The deployed path: leaving a SageMaker session sends `close`, which alone would let the
+    container finish every accepted request for nobody; the cancels come first."""
+    speech = Speech(serve_asgi)
+    async with run_standin({"speech": speech.url.removesuffix(WS_PATH)}) as info:
+        recording = RecordingTransport(sagemaker_transport(info, "speech"))
+        model = scripted(LONG_ANSWER, tokens_per_s=200)
+        invocation = make_invocation(model, recording, caller_gone_after_s=NEVER_S, deadline_s=NEVER_S)
+
+        _, after = await hang_up_at_first_audio(invocation)
+
+        assert after == []
+        assert await invocation.wait_finished() is Outcome.HUNG_UP
+        assert model.stopped_early is True
+        sent_ids = recording.synthesized()
+        unfinished = [request_id for request_id in sent_ids if request_id not in recording.completed()]
+        assert unfinished
+        assert recording.sent[len(sent_ids) :] == [Cancel(request_id=request_id) for request_id in reversed(unfinished)]
+        record = await speech.wait_closed()
+    assert_cancelled_in_order(record, len(sent_ids), len(unfinished), then=("close",))
+    await speech.wait_idle()
 
 
 async def test_hang_up_in_batch_mode_cancels_the_answer_being_spoken(serve_asgi) -> None:
