@@ -18,7 +18,7 @@ from kokoro_server.windowed import SAMPLES_PER_STEP, WindowPlan, decode_pieces, 
 pytestmark = pytest.mark.model
 
 TEXT = "The quick brown fox jumps over the lazy dog, and then it runs away."
-PLAN = WindowPlan(first_steps=40, window_steps=60)  # several windows even on a short chunk
+PLAN = WindowPlan()  # the defaults: a 1 s window, then 3 s ones
 
 
 def decode(engine: KokoroEngine, plan: WindowPlan | None) -> tuple[torch.Tensor, list[int]]:
@@ -40,14 +40,14 @@ def test_windowed_audio_is_whole_chunk_audio_within_the_stated_bound(kokoro_engi
     stitched, sizes = decode(kokoro_engine, PLAN)
     steps = whole.numel() // SAMPLES_PER_STEP
     assert [s // SAMPLES_PER_STEP for s in sizes] == [b - a for a, b in PLAN.windows(steps)]
-    assert len(sizes) >= 3
+    assert len(sizes) >= 2
     assert stitched.numel() == whole.numel()
     difference = (stitched - whole).abs()
     assert float(difference.max()) <= 0.05
     assert float(difference.mean()) <= 0.005
     assert float(difference.max()) > 0.0  # the windows really normalise over their own spans
 
-    exact, _ = decode(kokoro_engine, WindowPlan(first_steps=40, window_steps=60, context_steps=10_000))
+    exact, _ = decode(kokoro_engine, WindowPlan(context_steps=10_000))
     assert float((exact - whole).abs().max()) < 1e-4
 
 
