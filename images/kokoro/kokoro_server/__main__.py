@@ -15,13 +15,15 @@ from functools import partial
 import uvicorn
 
 from kokoro_server.app import create_app
+from kokoro_server.engine import SpeechEngine
 from kokoro_server.invocations import body_limit
 from kokoro_server.loader import load_engine
 from kokoro_server.service import EngineLoader
 from kokoro_server.settings import Settings, SettingsError, load_settings
 
 
-def server_config(settings: Settings, loader: EngineLoader) -> uvicorn.Config:
+def server_config(settings: Settings, loader: EngineLoader | SpeechEngine) -> uvicorn.Config:
+    """uvicorn serving the app as in production (tests pass an engine instead of a loader)."""
     return uvicorn.Config(
         create_app(settings, loader),
         host=settings.host,
