@@ -273,6 +273,8 @@ def production_server(engine: SpeechEngine, **settings: Any) -> Iterator[LiveSer
     settings.setdefault("chunking", "sentence")
     config = server_config(Settings(**settings), engine)
     config.log_level = "warning"
+    app = config.app
+    assert isinstance(app, Starlette)
     server = uvicorn.Server(config)
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -281,7 +283,7 @@ def production_server(engine: SpeechEngine, **settings: Any) -> Iterator[LiveSer
     thread.start()
     try:
         wait_until(lambda: server.started, "uvicorn to start", timeout_s=30)
-        yield LiveServer(app=config.app, port=sock.getsockname()[1])
+        yield LiveServer(app=app, port=sock.getsockname()[1])
     finally:
         server.should_exit = True
         thread.join(WAIT_S)
