@@ -11,7 +11,8 @@ Command line (the local stack starts it as a process):
 
     python -m local.sagemaker_standin --port 8443 --endpoint voicestack-speech=ws://127.0.0.1:8080 \\
         [--endpoint NAME=ws://host:port ...] [--host 127.0.0.1] [--cert-dir DIR] \\
-        [--ping-interval 60] [--max-missed-pongs 5] [--connect-timeout 0.25] [--close-timeout 2]
+        [--ping-interval 60] [--max-missed-pongs 5] [--connect-timeout 0.25] [--close-timeout 2] \\
+        [--idle-timeout 300]
 
 It writes a throwaway CA to `DIR/ca.pem` (a temporary directory, removed at exit, when
 `--cert-dir` is not given), then prints one JSON line on stdout once it accepts connections:
@@ -183,7 +184,7 @@ async def run_standin(
         listener = socket.create_server((host, port))
         bound_port = listener.getsockname()[1]
         tls = server_ssl_context(str(files.cert_path), str(files.key_path))
-        async with serve_http2(StandInApp(config), listener, tls):
+        async with serve_http2(StandInApp(config), listener, tls, idle_timeout_s=config.idle_timeout_s):
             yield StandInInfo(
                 url=f"https://{_url_host(host)}:{bound_port}",
                 port=bound_port,
@@ -227,6 +228,12 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--close-timeout", type=float, default=defaults["close_timeout_s"], help="seconds for a closing handshake"
     )
+    parser.add_argument(
+        "--idle-timeout",
+        type=float,
+        default=defaults["idle_timeout_s"],
+        help="seconds a client connection may stay open with no call and no traffic",
+    )
     parser.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     return parser.parse_args(argv)
 
@@ -260,6 +267,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             max_missed_pongs=args.max_missed_pongs,
             connect_timeout_s=args.connect_timeout,
             close_timeout_s=args.close_timeout,
+            idle_timeout_s=args.idle_timeout,
         )
     except ValueError as exc:
         print(f"sagemaker_standin: {exc}", file=sys.stderr)
