@@ -10,13 +10,15 @@ PY := $(VENV)/bin/python
 export PYTHONPATH := $(CURDIR):$(CURDIR)/images/kokoro
 export PYTHONUNBUFFERED := 1
 
-.PHONY: help env system-deps local test lint typecheck unit bench bench-gapless lab weights lock
+.PHONY: help env system-deps local test lint typecheck unit bench bench-gapless lab weights lock bench-soak bench-hostile
 
 help:
 	@echo "make local   - run the local stack (speech server, SageMaker stand-in, agent, browser page)"
 	@echo "make test    - lint, type-check and run the whole test suite"
 	@echo "make bench   - speech server benchmark (full-size model)"
 	@echo "make bench-gapless - playback gaps: naive split vs adaptive schedule, fp32 vs bf16"
+	@echo "make bench-soak - 50 sessions x 20 messages with random cancels: audio lost, RSS, /ping p99"
+	@echo "make bench-hostile - pathological 5,000-character texts: /ping p50/p99/max while synthesized"
 	@echo "make lab     - latency lab: batch vs stream, side by side"
 
 # Reuses the environment when requirements.lock is unchanged; otherwise pip installs the difference.
@@ -72,3 +74,9 @@ lock:
 	/tmp/voicestack-lock/bin/pip install -q -U pip
 	/tmp/voicestack-lock/bin/pip install -q '.[speech,agent,standin,infra,dev]'
 	/tmp/voicestack-lock/bin/pip freeze --exclude voicestack > requirements.lock
+
+bench-soak: env
+	"$(PY)" -m bench.soak $(BENCH_ARGS)
+
+bench-hostile: env
+	"$(PY)" -m bench.hostile $(BENCH_ARGS)

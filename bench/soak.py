@@ -75,11 +75,11 @@ class ServerProcess:
 
 
 @contextmanager
-def server_process(log_path: Path, *flags: str) -> Iterator[ServerProcess]:
-    """`python -m kokoro_server` on a free port; yields once /ping answers 200."""
+def server_process(log_path: Path, *flags: str, root: Path = REPO_ROOT) -> Iterator[ServerProcess]:
+    """`python -m kokoro_server` from the checkout at `root`, on a free port; yields once /ping answers 200."""
     port = free_port()
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT), str(REPO_ROOT / "images" / "kokoro")])
+    env["PYTHONPATH"] = os.pathsep.join([str(root), str(root / "images" / "kokoro")])
     env.setdefault("HF_HUB_OFFLINE", "1")
     command = [sys.executable, "-m", "kokoro_server", "--host", "127.0.0.1", "--port", str(port), *flags]
     with log_path.open("w") as log:
@@ -102,24 +102,23 @@ def ping_sampler(url: str, interval_s: float = 0.02) -> Iterator[list[float]]:
     that the benchmark's own clients cannot delay it); the list holds the latencies in ms at the end."""
     env = dict(os.environ)
     env["PYTHONPATH"] = str(REPO_ROOT)
-    pinger = subprocess.Popen(
+    with subprocess.Popen(
         [sys.executable, "-m", "bench.pinger", url, str(interval_s)],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
         env=env,
-    )
-    assert pinger.stdin is not None
-    assert pinger.stdout is not None
-    if pinger.stdout.readline().strip() != "ready":
-        raise RuntimeError("the /ping sampler did not start")
-    latencies: list[float] = []
-    try:
-        yield latencies
-    finally:
-        pinger.stdin.close()
-        latencies.extend(json.loads(pinger.stdout.readline() or "[]"))
-        pinger.wait(30)
+    ) as pinger:
+        assert pinger.stdin is not None
+        assert pinger.stdout is not None
+        if pinger.stdout.readline().strip() != "ready":
+            raise RuntimeError("the /ping sampler did not start")
+        latencies: list[float] = []
+        try:
+            yield latencies
+        finally:
+            pinger.stdin.close()
+            latencies.extend(json.loads(pinger.stdout.readline() or "[]"))
 
 
 def ping_line(latencies: Sequence[float]) -> str:
