@@ -1,11 +1,11 @@
 """A local stand-in for SageMaker's bidirectional streaming runtime API, in front of real containers.
 
 It serves `POST /endpoints/{EndpointName}/invocations-bidirectional-stream` over HTTPS with
-HTTP/2 (TLS with ALPN h2, `local.standin_h2`), speaks AWS event stream with the client, and bridges each
+HTTP/2 (TLS with ALPN h2, `local.standin.http2`), speaks AWS event stream with the client, and bridges each
 call to the container's WebSocket (`/invocations-bidirectional-stream`), so the agent's
 production client (`aws-sdk-sagemaker-runtime-http2` over the CRT) runs unchanged on a laptop.
-Wire details: `local.standin_events`; routing and header rules: `local.standin_routing`;
-frame-by-frame bridging, errors and keepalive: `local.standin_bridge`.
+Wire details: `local.standin.events`; routing and header rules: `local.standin.routing`;
+frame-by-frame bridging, errors and keepalive: `local.standin.bridge`.
 
 Command line (the local stack starts it as a process):
 
@@ -46,10 +46,10 @@ from pathlib import Path
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import InvalidHandshake, InvalidStatus, InvalidURI
 
-from local.standin_bridge import Bridge
-from local.standin_events import EVENTSTREAM_CONTENT_TYPE, ErrorResponse, model_error
-from local.standin_h2 import Message, Receive, Send, serve_http2, server_ssl_context
-from local.standin_routing import (
+from local.standin.bridge import Bridge
+from local.standin.events import EVENTSTREAM_CONTENT_TYPE, ErrorResponse, model_error
+from local.standin.http2 import Message, Receive, Send, serve_http2, server_ssl_context
+from local.standin.routing import (
     INVOKED_VARIANT_HEADER,
     BridgeTarget,
     StandInConfig,

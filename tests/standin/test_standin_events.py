@@ -26,8 +26,8 @@ from smithy_aws_event_stream.exceptions import UnmodeledEventError
 from smithy_core.aio.types import AsyncBytesReader
 
 from agent_app.speech.sagemaker import BotocoreCredentialsResolver
-from local.standin_bridge import split_part
-from local.standin_events import (
+from local.standin.bridge import split_part
+from local.standin.events import (
     MAX_FRAME_BYTES,
     MAX_PART_BYTES,
     EventStreamDecoder,

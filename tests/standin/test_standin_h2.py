@@ -12,9 +12,9 @@ from websockets.exceptions import ConnectionClosedError
 from websockets.frames import CloseCode
 
 from local.sagemaker_standin import run_standin
-from local.standin_bridge import FRAGMENT_QUEUE, FragmentedMessage
-from local.standin_events import MAX_FRAME_BYTES, EventStreamDecoder, PayloadPart, encode_payload_part
-from local.standin_routing import StandInConfig
+from local.standin.bridge import FRAGMENT_QUEUE, FragmentedMessage
+from local.standin.events import MAX_FRAME_BYTES, EventStreamDecoder, PayloadPart, encode_payload_part
+from local.standin.routing import StandInConfig
 from tests.standin.standin_support import RawResponse, ScriptContainer, raw_h2, script_container, signed
 
 HELLO = signed(encode_payload_part(PayloadPart(b"hello", "UTF8")))

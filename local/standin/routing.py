@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Final
 from urllib.parse import urlsplit
 
-from local.standin_events import (
+from local.standin.events import (
     EVENTSTREAM_CONTENT_TYPE,
     ErrorResponse,
     auth_error,

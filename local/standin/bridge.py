@@ -28,7 +28,7 @@ from websockets.exceptions import ConnectionClosed, ConnectionClosedError, Conne
 from websockets.frames import CloseCode
 from websockets.protocol import State
 
-from local.standin_events import (
+from local.standin.events import (
     MAX_PART_BYTES,
     DataType,
     EventStreamDecoder,
@@ -40,8 +40,8 @@ from local.standin_events import (
     parse_request_part,
     unwrap_signed,
 )
-from local.standin_h2 import Receive, Send
-from local.standin_routing import StandInConfig
+from local.standin.http2 import Receive, Send
+from local.standin.routing import StandInConfig
 
 logger = logging.getLogger(__name__)
 
