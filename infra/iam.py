@@ -241,7 +241,8 @@ def agent_runtime_policy(
         allow("UseConversationMemory", MEMORY_ACTIONS, [memory_arn(scope, memory_id)]),
         *ecr_pull_statements(repository_arn),
         *log_statements(scope, agentcore_log_group_pattern(runtime_name)),
-        # As AWS's own AgentCore Runtime construct grants: the runtime looks its log groups up by listing
-        # them, and DescribeLogGroups authorizes on the account's log groups as a whole (log-group:*).
-        allow("DescribeLogGroups", [DESCRIBE_LOG_GROUPS_ACTION], [scope.arn("logs", "log-group:*")]),
+        # What AWS's own AgentCore Runtime construct grants (there on `log-group:*`): the runtime lists log
+        # groups. The Service Authorization Reference lists no resource type for DescribeLogGroups, so only
+        # "*" is certain to match; it is no wider, the action lists the whole account's groups either way.
+        allow("DescribeLogGroups", [DESCRIBE_LOG_GROUPS_ACTION], [ANY_RESOURCE]),
     )

@@ -172,7 +172,12 @@ def test_an_unknown_inference_ami_version_fails(dev: ProgramRun) -> None:
             "INTERNET",
             "CreateAgentRuntime.networkConfiguration.networkMode: 'INTERNET' is not one of",
         ),
-        ("CreateMemory", ("eventExpiryDuration",), 4000, "CreateMemory.eventExpiryDuration: 4000 above the maximum 3650"),
+        (
+            "CreateMemory",
+            ("eventExpiryDuration",),
+            4000,
+            "CreateMemory.eventExpiryDuration: 4000 above the maximum 3650",
+        ),
         (
             "PutMetricAlarm",
             ("ComparisonOperator",),

@@ -256,13 +256,13 @@ MODEL = (
             "tags",
             '{"project": "x"}',
             "voicestack:tags tag 'project' is reserved: keys may not start with aws: or be one of project, stack "
-            "(got '{\"project\": \"x\"}')",
+            '(got \'{"project": "x"}\')',
         ),
         (
             "tags",
             '{"aws:owner": "x"}',
             "voicestack:tags tag 'aws:owner' is reserved: keys may not start with aws: or be one of project, stack "
-            "(got '{\"aws:owner\": \"x\"}')",
+            '(got \'{"aws:owner": "x"}\')',
         ),
         (
             "speechVoice",

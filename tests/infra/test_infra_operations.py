@@ -28,7 +28,12 @@ def dev() -> ProgramRun:
 @pytest.fixture(scope="module")
 def ops() -> ProgramRun:
     return run_program(
-        {"alarmEmail": "ops@example.com", "logRetentionDays": "90", "tags": '{"team": "voice"}', "retainStorage": "true"}
+        {
+            "alarmEmail": "ops@example.com",
+            "logRetentionDays": "90",
+            "tags": '{"team": "voice"}',
+            "retainStorage": "true",
+        }
     )
 
 
@@ -44,7 +49,14 @@ def of_type(run: ProgramRun, type_: str) -> list[RecordedResource]:
 
 def test_named_replaceable_resources_free_their_name_before_a_replacement(dev: ProgramRun) -> None:
     named = {r.name for r in dev.resources if r.type.startswith("aws:") and any(k in r.inputs for k in NAME_INPUTS)}
-    assert named == {"agent-memory", "agent-runtime", "agent-logs", "speech-logs", "speech-endpoint", "monitoring-dashboard"}
+    assert named == {
+        "agent-memory",
+        "agent-runtime",
+        "agent-logs",
+        "speech-logs",
+        "speech-endpoint",
+        "monitoring-dashboard",
+    }
     for resource in dev.resources:
         if resource.name in named - {"speech-endpoint"}:
             assert resource.delete_before_replace is True, resource.urn

@@ -33,6 +33,7 @@ EXPECTED_POLICIES = {
     "iam-no-wildcard-actions": "mandatory",
     "iam-scoped-resources": "mandatory",
     "agent-invokes-only-speech-endpoint": "mandatory",
+    "iam-actions-exist": "mandatory",
     "s3-bucket-encrypted": "mandatory",
     "s3-bucket-blocks-public-access": "mandatory",
     "ecr-scan-on-push": "mandatory",
