@@ -18,7 +18,9 @@ declares, then `config` on top. Two local inputs are stood in for, never fetched
 Every registered resource (components included, the root stack excluded) is recorded in
 registration order as a `RecordedResource`: type token, logical name, URN, inputs as the engine
 receives them (camelCase keys, secrets unwrapped, assets as `pulumi.FileAsset`, numbers as floats),
-parent URN, dependency URNs, per-property dependency URNs and the retain-on-delete option.
+parent URN, dependency URNs, per-property dependency URNs, the retain-on-delete and
+delete-before-replace options, the provider reference, and the outputs the mock gave it. The
+program's explicit AWS provider (default tags) is recorded too, as `pulumi:providers:aws`.
 
 Invokes are answered for exactly the tokens in `OfflineAws.CALLS`; any other invoke, and any
 resource type without a realistic mock, raises `UnmockedError` (a program change must extend the

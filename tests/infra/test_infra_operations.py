@@ -6,7 +6,8 @@ from typing import Any
 
 import pytest
 
-from infra.metrics import AGENT_METRICS, SPEECH_METRICS, filter_namespace
+from infra.metrics import AGENT_METRICS, NAMESPACE_ENV, SPEECH_METRICS, filter_namespace
+from speech_protocol import emf
 from speech_protocol.emf import Metric, emf_record
 from tests.infra.pulumi_harness import ProgramRun, RecordedResource, run_program
 
@@ -86,7 +87,7 @@ def test_every_aws_resource_uses_the_provider_with_the_default_tags(ops: Program
     assert json.loads(provider.inputs["defaultTags"]) == {
         "tags": {"project": "voicestack", "stack": "dev", "team": "voice"}
     }
-    reference = f"{provider.urn}::{provider.outputs.get('id', 'aws-provider')}"
+    reference = f"{provider.urn}::aws-provider"  # the mock's id for the provider named "aws"
     for resource in ops.resources:
         if resource.type.startswith("aws:"):
             assert resource.provider == reference, resource.urn
@@ -127,6 +128,10 @@ def test_metric_filters_publish_every_container_metric_to_the_filter_namespace(d
         "unit": "Count",
         "dimensions": {"Service": "$.Service", "Outcome": "$.Outcome"},
     }
+
+
+def test_the_namespace_variable_is_the_shared_formatters() -> None:
+    assert NAMESPACE_ENV == emf.NAMESPACE_ENV == "VOICESTACK_METRICS_NAMESPACE"
 
 
 @pytest.mark.parametrize("metric", [*SPEECH_METRICS, *AGENT_METRICS], ids=lambda m: f"{m.service}-{m.name}")
