@@ -29,9 +29,19 @@ CONFIGS = {
 }
 
 
+_RUNS: dict[str, ProgramRun] = {}
+
+
+def program(config: str) -> ProgramRun:
+    """One run per configuration for the whole module (each run costs seconds)."""
+    if config not in _RUNS:
+        _RUNS[config] = run_program(CONFIGS[config])
+    return _RUNS[config]
+
+
 @pytest.fixture(scope="module", params=sorted(CONFIGS))
 def run(request: pytest.FixtureRequest) -> ProgramRun:
-    return run_program(CONFIGS[request.param])
+    return program(request.param)
 
 
 def default_tags(run: ProgramRun) -> dict[str, str]:
@@ -59,7 +69,7 @@ def test_every_aws_resource_type_is_translated(run: ProgramRun) -> None:
 
 
 def test_the_operations_cover_what_the_stack_creates() -> None:
-    operations = {(r.service, r.operation) for r in all_requests(run_program(CONFIGS["everything"]))}
+    operations = {(r.service, r.operation) for r in all_requests(program("everything"))}
     assert operations == {
         ("sagemaker", "CreateModel"),
         ("sagemaker", "CreateEndpointConfig"),
@@ -89,7 +99,7 @@ def test_the_operations_cover_what_the_stack_creates() -> None:
 
 
 def test_every_taggable_request_carries_the_default_tags() -> None:
-    run = run_program(CONFIGS["everything"])
+    run = program("everything")
     expected = {"project": "voicestack", "stack": "dev", "team": "voice"}
     tagged = 0
     for request in all_requests(run):
@@ -129,7 +139,7 @@ DELETE = object()
 
 @pytest.fixture(scope="module")
 def dev() -> ProgramRun:
-    return run_program({})
+    return program("dev")
 
 
 def test_an_unknown_inference_ami_version_fails(dev: ProgramRun) -> None:
