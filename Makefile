@@ -23,7 +23,7 @@ FIND_PY312 = for p in python3.12 $$(ls -d $$HOME/.pyenv/versions/3.12*/bin/pytho
 export PYTHONPATH := $(CURDIR):$(CURDIR)/images/kokoro
 export PYTHONUNBUFFERED := 1
 
-.PHONY: help env system-deps local test lint typecheck unit bench bench-gapless lab weights lock
+.PHONY: help env system-deps local test lint typecheck unit bench bench-gapless lab weights lock bench-bargein
 
 help:
 	@echo "make local   - run the local stack (speech server, SageMaker stand-in, agent, browser page)"
@@ -31,6 +31,7 @@ help:
 	@echo "make bench   - speech server benchmark (full-size model)"
 	@echo "make bench-gapless - playback gaps: naive split vs adaptive schedule, fp32 vs bf16"
 	@echo "make lab     - latency lab: batch vs stream, side by side"
+	@echo "make bench-bargein - barge-in: Stop, new question, hang-up; page silent and speech server idle"
 
 # Syncs the environment with uv.lock, exactly (all extras; packages the lock does not name are removed).
 # Costs about 0.3 s when nothing changed.
@@ -83,3 +84,6 @@ lock: $(UV)
 	py312=$$($(FIND_PY312)); "$(UV)" lock $(if $(UPGRADE),--upgrade) --python "$$py312"
 	$(MAKE) env
 	"$(PY)" -m local.lock_exports
+
+bench-bargein: env system-deps
+	"$(PY)" -m bench.bargein $(BENCH_ARGS)
