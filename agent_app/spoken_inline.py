@@ -35,39 +35,25 @@ MONTHS: Final = (
 
 UNITS: Final = {
     "km": ("kilometer", "kilometers"),
+    "kph": ("kilometer per hour", "kilometers per hour"),
     "cm": ("centimeter", "centimeters"),
     "mm": ("millimeter", "millimeters"),
     "kg": ("kilogram", "kilograms"),
-    "mg": ("milligram", "milligrams"),
-    "g": ("gram", "grams"),
-    "lb": ("pound", "pounds"),
-    "lbs": ("pound", "pounds"),
-    "oz": ("ounce", "ounces"),
     "ml": ("milliliter", "milliliters"),
     "mL": ("milliliter", "milliliters"),
     "mph": ("mile per hour", "miles per hour"),
-    "km/h": ("kilometer per hour", "kilometers per hour"),
-    "kph": ("kilometer per hour", "kilometers per hour"),
+    "ft": ("foot", "feet"),
     "ms": ("millisecond", "milliseconds"),
-    "sec": ("second", "seconds"),
-    "secs": ("second", "seconds"),
     "min": ("minute", "minutes"),
     "mins": ("minute", "minutes"),
-    "hr": ("hour", "hours"),
     "hrs": ("hour", "hours"),
-    "Hz": ("hertz", "hertz"),
-    "kHz": ("kilohertz", "kilohertz"),
-    "MHz": ("megahertz", "megahertz"),
-    "GHz": ("gigahertz", "gigahertz"),
     "kW": ("kilowatt", "kilowatts"),
-    "kWh": ("kilowatt hour", "kilowatt hours"),
-    "ft": ("foot", "feet"),
-    "KB": ("kilobyte", "kilobytes"),
-    "MB": ("megabyte", "megabytes"),
     "GB": ("gigabyte", "gigabytes"),
     "TB": ("terabyte", "terabytes"),
 }
-"""Unit symbols after a number, as misaki does not read them (it drops them or spells letters)."""
+"""Unit symbols after a number that misaki (with its espeak fallback, as the speech server runs it)
+was seen to get wrong: it spells them letter by letter ("km" as "K M", "ms" as "M S") or reads
+them as words ("min" as "min"). Those it reads well ("MHz", "GHz", "lbs", "%", "°") are left to it."""
 
 SCALES: Final = {"k": "thousand", "K": "thousand", "M": "million", "B": "billion", "bn": "billion", "T": "trillion"}
 """Money suffixes: misaki reads "$5M" as "five M"."""
@@ -99,8 +85,7 @@ _PHONE: Final = re.compile(
     r"(?<![\w+$€£.,-])(?:(\+\d{1,3})[ .-]?)?(\(\d{3}\)|\d{3})[ .-]?(\d{3})[ .-](\d{4})(?![\w.,-]\d|\w)"
 )
 _ISO_DATE: Final = re.compile(r"(?<![\w-])(\d{4})-(\d{2})-(\d{2})(?![\w-])")
-_TEMPERATURE: Final = re.compile(r"(\d)\s?°\s?([CF])\b")
-_DEGREES: Final = re.compile(r"(\d)\s?°")
+_TEMPERATURE: Final = re.compile(r"(?<![\w.,-])([-−])?(\d+(?:[.,]\d+)?)\s?°\s?([CF])\b")
 _MONEY_SCALE: Final = re.compile(r"([$€£¥]\d+(?:[.,]\d+)?)\s?(bn|[kKMBT])\b")
 _UNIT_SYMBOLS: Final = "|".join(re.escape(unit) for unit in sorted(UNITS, key=len, reverse=True))
 _UNIT: Final = re.compile(r"(?<![\w.,])(\d+(?:[.,]\d+)*)\s?(" + _UNIT_SYMBOLS + r")(?![\w/])")
@@ -127,8 +112,7 @@ def speak_inline(text: str) -> str:
     text = _PIPE.sub(", ", text)
     text = _PHONE.sub(_spoken_phone, text)
     text = _ISO_DATE.sub(_spoken_date, text)
-    text = _TEMPERATURE.sub(lambda m: f"{m.group(1)} degrees {'Celsius' if m.group(2) == 'C' else 'Fahrenheit'}", text)
-    text = _DEGREES.sub(lambda m: f"{m.group(1)} degrees", text)
+    text = _TEMPERATURE.sub(_spoken_temperature, text)
     text = _MONEY_SCALE.sub(lambda m: f"{m.group(1)} {SCALES[m.group(2)]}", text)
     text = _UNIT.sub(_spoken_unit, text)
     return _UNESCAPE.sub(lambda m: chr(ord(m.group(0)) - _PRIVATE), text)
@@ -191,6 +175,12 @@ def _spoken_date(match: re.Match[str]) -> str:
     if not (1 <= month <= 12 and 1 <= day <= 31):
         return match.group(0)
     return f"{MONTHS[month - 1]} {day}, {year}"
+
+
+def _spoken_temperature(match: re.Match[str]) -> str:
+    # misaki reads "20°C" as "twenty degrees C" and loses "-5°C" altogether.
+    minus, number, scale = match.groups()
+    return f"{'minus ' if minus else ''}{number} degrees {'Celsius' if scale == 'C' else 'Fahrenheit'}"
 
 
 def _spoken_unit(match: re.Match[str]) -> str:

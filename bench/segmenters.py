@@ -24,9 +24,10 @@ import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from agent_app.segmenter import SegmenterConfig, SentenceSegmenter, Splitter, new_pysbd_splitter
+from agent_app.spoken import SpokenSegmenter
 from bench.segmenter_cases import CASES, Case
 from bench.texts import LONG_ANSWER
 
@@ -93,7 +94,12 @@ def tokens(text: str) -> list[str]:
     return re.findall(r"\s*[\w']+|\s*[^\w\s]", text)
 
 
-def cost_per_delta(make: Callable[[], SentenceSegmenter], answer: str, repeat: int) -> tuple[float, float, int]:
+class _Segments(Protocol):
+    def feed(self, delta: str) -> list[str]: ...
+    def finish(self) -> list[str]: ...
+
+
+def cost_per_delta(make: Callable[[], _Segments], answer: str, repeat: int) -> tuple[float, float, int]:
     """Mean CPU milliseconds per delta, the largest single delta's wall milliseconds, and the deltas."""
     deltas = tokens(answer)
     worst = 0.0
@@ -130,6 +136,9 @@ def main() -> None:
             cells.append(f"{result.whole:>2} / {result.driven:>2} / {result.driven_by_character:>2} of {result.total}")
         mean, worst, _ = cost_per_delta(functools.partial(SentenceSegmenter, splitter=splitter), answer, args.repeat)
         print(f"{name:<12} " + " ".join(f"{cell:>40}" for cell in cells) + f" {mean:>13.3f} {worst:>9.2f}")
+    pysbd = new_pysbd_splitter(cache_size=0)
+    mean, worst, _ = cost_per_delta(functools.partial(SpokenSegmenter, splitter=pysbd), answer, args.repeat)
+    print(f"the agent's chain (markdown to spoken text, then pySBD): {mean:.3f} CPU ms per delta, worst {worst:.2f} ms")
 
 
 if __name__ == "__main__":
