@@ -40,6 +40,9 @@ _NUMBERED: Final = re.compile(r"^[ \t]*(\d{1,9})[.)][ \t]+")
 _QUOTE: Final = re.compile(r"^[ \t]*(?:>[ \t]?)+")
 _RULE: Final = re.compile(r"^[ \t]*([-*_])(?:[ \t]*\1){2,}[ \t]*$")
 _TABLE_RULE: Final = re.compile(r"^[ \t]*\|?[ \t]*:?-+:?[ \t]*(?:\|[ \t]*:?-+:?[ \t]*)*\|?[ \t]*$")
+_GAP: Final = re.compile(r"(?<=\S)\s")
+HOLD_CAP: Final = 400
+"""A piece of a line is cut at its next gap once this long, even inside an unclosed link or code span."""
 _PUNCTUATION: Final = ".,!?;:…)]}”’»"
 """No space is spoken before these."""
 
@@ -74,6 +77,8 @@ class SpokenText:
         self._space = ""
         """Whitespace held by the tidier until the next visible character says whether to keep it."""
         self._line_has_text = False
+        self._checked = 0
+        """Gaps of the current line before this position have been looked at."""
 
     def feed(self, delta: str) -> str:
         """Add a markdown delta; return the spoken text it completed (often empty)."""
@@ -125,6 +130,7 @@ class SpokenText:
         elif self._block is _Block.TABLE:
             out += self._table_row(self._line)
         self._line = ""
+        self._checked = 0
         self._block = _Block.START
         self._last_spoken = ""
         self._ends_line = False
@@ -169,19 +175,27 @@ class SpokenText:
         return True
 
     def _release_text(self, *, final: bool) -> str:
+        """Release the current line up to its latest cut (all of it at its end).
+
+        Each gap is looked at once, in order, when its first space arrives: a cut where
+        `safe_cut` holds, or, so that an unclosed "[" or "`" cannot hold a line (and make this
+        quadratic), at the first gap `HOLD_CAP` characters into the piece. Cuts are therefore
+        the same however the line arrived.
+        """
         line = self._line
+        pieces: list[str] = []
+        start = 0
+        for gap in _GAP.finditer(line, self._checked):
+            before = line[start : gap.start()]
+            if safe_cut(before) or len(before) >= HOLD_CAP:
+                pieces.append(speak_inline(before))
+                start = gap.start()
         if final:
-            cut = len(line)
-        else:
-            cut = 0
-            for gap in reversed(list(re.finditer(r"\s+", line))):
-                if safe_cut(line[: gap.start()]):
-                    cut = gap.end()
-                    break
-        if cut == 0:
-            return ""
-        piece, self._line = line[:cut], line[cut:]
-        spoken = speak_inline(piece)
+            pieces.append(speak_inline(line[start:]))
+            start = len(line)
+        self._line = line[start:]
+        self._checked = len(self._line)
+        spoken = "".join(pieces)
         if final and self._ends_line:
             visible = spoken.rstrip()
             last = visible[-1] if visible else self._last_spoken

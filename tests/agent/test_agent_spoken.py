@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from agent_app.segmenter import SegmenterConfig
-from agent_app.spoken import CODE_PHRASE, SpokenSegmenter, SpokenText, to_spoken
+from agent_app.spoken import CODE_PHRASE, HOLD_CAP, SpokenSegmenter, SpokenText, to_spoken
 from agent_app.spoken_inline import speak_inline
 
 # --- a corpus of answers as models write them --------------------------------------------------
@@ -331,3 +331,12 @@ def test_spoken_text_does_not_depend_on_how_the_stream_was_cut(case: tuple[str, 
 def test_spoken_chunks_do_not_depend_on_how_the_stream_was_cut(case: tuple[str, list[int]]) -> None:
     text, cuts = case
     assert spoken_chunks(text, cuts) == spoken_chunks(text)
+
+
+def test_an_unclosed_bracket_holds_a_line_only_up_to_the_cap() -> None:
+    spoken = SpokenText()
+    words = " ".join(["word"] * 100)  # 499 characters
+    released = spoken.feed("See [" + words + " more")
+    assert released.startswith("See [word word")
+    assert len(released) > HOLD_CAP
+    assert released + spoken.flush() == "See [" + words + " more\n"
