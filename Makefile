@@ -23,7 +23,7 @@ FIND_PY312 = for p in python3.12 $$(ls -d $$HOME/.pyenv/versions/3.12*/bin/pytho
 export PYTHONPATH := $(CURDIR):$(CURDIR)/images/kokoro
 export PYTHONUNBUFFERED := 1
 
-.PHONY: help env system-deps local test lint typecheck unit bench bench-gapless lab weights lock bench-bargein
+.PHONY: help env system-deps local test lint typecheck unit bench bench-gapless lab weights lock bench-bargein bench-segmenters
 
 help:
 	@echo "make local   - run the local stack (speech server, SageMaker stand-in, agent, browser page)"
@@ -32,6 +32,7 @@ help:
 	@echo "make bench-gapless - playback gaps: naive split vs adaptive schedule, fp32 vs bf16"
 	@echo "make lab     - latency lab: batch vs stream, side by side"
 	@echo "make bench-bargein - barge-in: Stop, new question, hang-up; page silent and speech server idle"
+	@echo "make bench-segmenters - sentence splitters: exact score and CPU per delta (BENCH_ARGS=--golden PATH)"
 
 # Syncs the environment with uv.lock, exactly (all extras; packages the lock does not name are removed).
 # Costs about 0.3 s when nothing changed.
@@ -87,3 +88,6 @@ lock: $(UV)
 
 bench-bargein: env system-deps
 	"$(PY)" -m bench.bargein $(BENCH_ARGS)
+
+bench-segmenters: env
+	"$(PY)" -m bench.segmenters $(BENCH_ARGS)
