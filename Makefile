@@ -23,7 +23,7 @@ FIND_PY312 = for p in python3.12 $$(ls -d $$HOME/.pyenv/versions/3.12*/bin/pytho
 export PYTHONPATH := $(CURDIR):$(CURDIR)/images/kokoro
 export PYTHONUNBUFFERED := 1
 
-.PHONY: help env system-deps local test lint typecheck unit bench bench-gapless lab weights lock bench-soak bench-hostile
+.PHONY: help env system-deps local test lint typecheck unit bench bench-gapless lab weights lock bench-bargein bench-segmenters bench-soak bench-hostile
 
 help:
 	@echo "make local   - run the local stack (speech server, SageMaker stand-in, agent, browser page)"
@@ -33,6 +33,8 @@ help:
 	@echo "make bench-soak - 50 sessions x 20 messages with random cancels: audio lost, RSS, /ping p99"
 	@echo "make bench-hostile - pathological 5,000-character texts: /ping p50/p99/max while synthesized"
 	@echo "make lab     - latency lab: batch vs stream, side by side"
+	@echo "make bench-bargein - barge-in: Stop, new question, hang-up; page silent and speech server idle"
+	@echo "make bench-segmenters - sentence splitters: exact score and CPU per delta (BENCH_ARGS=--golden PATH)"
 
 # Syncs the environment with uv.lock, exactly (all extras; packages the lock does not name are removed).
 # Costs about 0.3 s when nothing changed.
@@ -85,6 +87,12 @@ lock: $(UV)
 	py312=$$($(FIND_PY312)); "$(UV)" lock $(if $(UPGRADE),--upgrade) --python "$$py312"
 	$(MAKE) env
 	"$(PY)" -m local.lock_exports
+
+bench-bargein: env system-deps
+	"$(PY)" -m bench.bargein $(BENCH_ARGS)
+
+bench-segmenters: env
+	"$(PY)" -m bench.segmenters $(BENCH_ARGS)
 
 bench-soak: env
 	"$(PY)" -m bench.soak $(BENCH_ARGS)

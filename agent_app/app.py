@@ -5,10 +5,15 @@ returned async generator into `data: <json>\\n\\n`. The entrypoint is a coroutin
 async generator so that a payload it cannot serve gets a 400 with a JSON body (the SDK passes a
 returned Response through) instead of a stream that starts with 200. Model, agent and speech
 transport are created per invocation.
+
+A caller who hangs up stops the invocation at once (`hangup.py`): model stream cancelled, speech
+requests cancelled with the protocol's `cancel`. `WS /ws` serves the same entrypoint full duplex
+(`ws_route.py`): questions and `stop` up, the same events down.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
@@ -20,11 +25,13 @@ from starlette.responses import JSONResponse
 from agent_app import events
 from agent_app.config import AgentConfig
 from agent_app.events import AgentErrorCode, AgentEvent
+from agent_app.hangup import HangupMiddleware, current_hangup, on_hangup_threadsafe
 from agent_app.invocation import BadRequest, parse_invocation
 from agent_app.models import ModelChoice, build_agent, build_model
 from agent_app.pipeline import CALLER_GONE_AFTER_S, Invocation, PipelineSettings
 from agent_app.speech.factory import build_transport
 from agent_app.speech.transport import SpeechTransport
+from agent_app.ws_route import conversation_handler
 
 logger = logging.getLogger(__name__)
 
@@ -41,6 +48,7 @@ class AppDependencies:
 def create_app(config: AgentConfig, dependencies: AppDependencies | None = None) -> BedrockAgentCoreApp:
     deps = dependencies or AppDependencies()
     app = BedrockAgentCoreApp()
+    app.add_middleware(HangupMiddleware)
 
     async def invoke(payload: object) -> JSONResponse | AsyncIterator[AgentEvent]:
         try:
@@ -64,7 +72,11 @@ def create_app(config: AgentConfig, dependencies: AppDependencies | None = None)
                 caller_gone_after_s=deps.caller_gone_after_s,
             ),
         )
+        hangup = current_hangup.get()
+        if hangup is not None:
+            hangup.subscribe(on_hangup_threadsafe(asyncio.get_running_loop(), invocation.hang_up))
         return invocation.events()
 
     app.entrypoint(invoke)
+    app.websocket(conversation_handler(invoke))
     return app
