@@ -32,9 +32,10 @@ from strands import Agent
 
 from agent_app import events
 from agent_app.events import AgentErrorCode, AgentEvent, Mode
-from agent_app.segmenter import SegmenterConfig, SentenceSegmenter
+from agent_app.segmenter import SegmenterConfig
 from agent_app.speech.tracker import SessionTracker, SpeechRejectedError
 from agent_app.speech.transport import SpeechConnection, SpeechErrorCode, SpeechTransport, SpeechTransportError
+from agent_app.spoken import SpokenSegmenter
 from speech_protocol import Cancel, Close, Synthesize
 
 logger = logging.getLogger(__name__)
@@ -327,7 +328,7 @@ class Invocation:
 
     async def _generate(self, chunks: asyncio.Queue[str | None] | None) -> str:
         """Run the agent: emit its text, feed speakable chunks to `chunks` as they complete, return the answer."""
-        segmenter = SentenceSegmenter(self._settings.segmenter) if chunks is not None else None
+        segmenter = SpokenSegmenter(self._settings.segmenter) if chunks is not None else None
 
         def release(completed: list[str]) -> None:
             if chunks is not None:

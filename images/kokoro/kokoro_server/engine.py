@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 import time
+from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
@@ -73,6 +74,8 @@ class ZeroCostEngine:
 
     Sample k of a chunk is `(k % 251) - 125`, so tests can assert the exact bytes; an optional
     `compute_s_per_char` sleeps to simulate a model's cost (the sleep releases the GIL, as torch does).
+    It remembers only its last `history` calls (`calls`), so a long soak run or a server started
+    with `--engine zero` does not grow without bound; `call_count` counts them all.
     """
 
     def __init__(
@@ -82,12 +85,21 @@ class ZeroCostEngine:
         compute_s_per_char: float = 0.0,
         voices: frozenset[str] = frozenset({"af_heart", "am_michael"}),
         default_voice: str = "af_heart",
+        history: int = 1000,
     ) -> None:
+        if history < 0:
+            raise ValueError(f"history must be >= 0, got {history}")
         self.seconds_per_char = seconds_per_char
         self.compute_s_per_char = compute_s_per_char
         self._voices = voices
         self._default_voice = default_voice
-        self.calls: list[tuple[str, str, float]] = []
+        self._calls: deque[tuple[str, str, float]] = deque(maxlen=history)
+        self.call_count = 0
+
+    @property
+    def calls(self) -> list[tuple[str, str, float]]:
+        """The last `history` calls (text, voice, speed), oldest first."""
+        return list(self._calls)
 
     @property
     def voices(self) -> frozenset[str]:
@@ -101,7 +113,8 @@ class ZeroCostEngine:
         return int(len(text) * self.seconds_per_char * SAMPLE_RATE / speed)
 
     def synthesize(self, text: str, voice: str, speed: float) -> ChunkAudio:
-        self.calls.append((text, voice, speed))
+        self._calls.append((text, voice, speed))
+        self.call_count += 1
         if self.compute_s_per_char:
             time.sleep(len(text) * self.compute_s_per_char)
         n = self.samples_for(text, speed)
