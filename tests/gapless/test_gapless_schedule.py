@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bench.texts import FOUR_SENTENCES, LONG_ANSWER
-from kokoro_server.chunking import Chunk
+from kokoro_server import schedule
+from kokoro_server.chunking import Chunk, sentence_end
 from kokoro_server.schedule import (
     AdaptiveChunker,
     Boundary,
@@ -354,3 +357,36 @@ def test_schedule_params_reject_inconsistent_values() -> None:
         ScheduleParams(safety=1.5)
     with pytest.raises(ValueError, match="min_piece_chars"):
         ScheduleParams(min_piece_chars=80)
+
+
+def _boundaries_by_slicing(text: str, params: ScheduleParams) -> list[Cut]:
+    """The rule `boundaries` implements, written the obvious way (a slice and strip per cut), as an oracle."""
+    best: dict[int, Boundary] = {}
+    pos = 0
+    while pos < len(text):
+        start = len(text) - len(text[pos:].lstrip())
+        if start >= len(text):
+            break
+        end = max(start + sentence_end(text[start:]), start + 1)
+        best[end] = Boundary.SENTENCE
+        sentence = text[start:end]
+        inner = [(m.start(), Boundary.WORD) for m in re.finditer(r"\s+", sentence)]
+        inner += [(m.start(), Boundary.PHRASE) for m in schedule._PHRASE_START.finditer(sentence)]
+        inner += [(m.end(), Boundary.CLAUSE) for m in schedule._CLAUSE_END.finditer(sentence)]
+        for offset, kind in inner:
+            left, right = sentence[:offset].strip(), sentence[offset:].strip()
+            long_enough = len(left) >= params.min_piece_chars and len(right) >= params.min_piece_chars
+            if long_enough and best.get(start + offset, Boundary.WORD) <= kind:
+                best[start + offset] = kind
+        pos = end
+    return [Cut(at, kind) for at, kind in sorted(best.items())]
+
+
+@given(
+    st.lists(
+        st.sampled_from(["Well", "and", "so", ",", ";", " ", "  ", "\n", ". ", "Mr. ", "— ", "but ", "A. ", "x", "\t"]),
+        max_size=80,
+    ).map("".join)
+)
+def test_boundaries_agree_with_the_slicing_rule(text: str) -> None:
+    assert boundaries(text, PARAMS) == _boundaries_by_slicing(text, PARAMS)

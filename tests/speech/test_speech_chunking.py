@@ -185,9 +185,9 @@ def test_sentence_end_scans_each_character_a_bounded_number_of_times(monkeypatch
     scanned = 0
     word_start = chunking._word_start
 
-    def counting(text: str, end: int) -> int:
+    def counting(text: str, end: int, floor: int = 0) -> int:
         nonlocal scanned
-        start = word_start(text, end)
+        start = word_start(text, end, floor)
         scanned += end - start
         return start
 
@@ -203,3 +203,9 @@ def test_a_text_of_lowercase_initials_is_one_sentence_and_its_chunks_cover_it() 
     text = "a. " * 1667
     assert sentence_end(text) == len(text) - 1  # only the last period, followed by no word, ends it
     assert " ".join(chunks(text)).split() == text.split()
+
+
+@given(st.lists(hostile_pieces, max_size=60).map("".join), st.integers(min_value=0, max_value=70))
+def test_sentence_end_from_an_index_is_the_answer_for_the_rest_of_the_text(text: str, start: int) -> None:
+    start = min(start, len(text))
+    assert sentence_end(text, start) == start + sentence_end(text[start:])

@@ -62,15 +62,15 @@ _ABBREVIATIONS: Final = frozenset(
 )
 
 
-def _word_start(text: str, end: int) -> int:
-    """Start of the run of non-space characters that ends at `end` (== `end` when there is none)."""
+def _word_start(text: str, end: int, floor: int = 0) -> int:
+    """Start of the run of non-space characters that ends at `end` (== `end` when there is none), not before `floor`."""
     start = end
-    while start > 0 and not text[start - 1].isspace():
+    while start > floor and not text[start - 1].isspace():
         start -= 1
     return start
 
 
-def _is_abbreviation(text: str, period_at: int) -> bool:
+def _is_abbreviation(text: str, period_at: int, floor: int = 0) -> bool:
     """True when the period at `period_at` closes an abbreviation or an initial, not a sentence.
 
     A single capital is an initial when it starts the text or follows a capitalised word or another
@@ -78,7 +78,7 @@ def _is_abbreviation(text: str, period_at: int) -> bool:
     Looks only at the word before the period and the one before that (linear in their length, so a
     text with thousands of periods is scanned once, never from its start for each period).
     """
-    start = _word_start(text, period_at)
+    start = _word_start(text, period_at, floor)
     if start == period_at:
         return False
     word = text[start:period_at].lstrip("\"'“‘([")
@@ -87,11 +87,11 @@ def _is_abbreviation(text: str, period_at: int) -> bool:
     if len(word) != 1 or not word.isupper():
         return False
     before_end = start
-    while before_end > 0 and text[before_end - 1].isspace():
+    while before_end > floor and text[before_end - 1].isspace():
         before_end -= 1
-    if before_end == 0:
+    if before_end == floor:
         return True
-    return text[_word_start(text, before_end)].isupper()
+    return text[_word_start(text, before_end, floor)].isupper()
 
 
 def _continues_lowercase(text: str, end: int) -> bool:
@@ -100,20 +100,21 @@ def _continues_lowercase(text: str, end: int) -> bool:
     return match is not None and match.group(1).islower()
 
 
-def sentence_end(text: str) -> int:
-    """Index just past the first sentence of `text` (its closing punctuation); len(text) if none.
+def sentence_end(text: str, start: int = 0) -> int:
+    """Index just past the first sentence of `text[start:]` (its closing punctuation); len(text) if none.
 
-    Linear in the length of `text`.
+    The same answer as `start + sentence_end(text[start:])`, without copying the rest of the text:
+    a caller that walks a text sentence by sentence stays linear in its length.
     """
-    visible = _NEXT_VISIBLE.match(text)
+    visible = _NEXT_VISIBLE.match(text, start)
     first_visible = len(text) if visible is None else visible.start(1)
-    for match in _SENTENCE_END.finditer(text):
+    for match in _SENTENCE_END.finditer(text, start):
         if match.group() == "\n":
             if match.start() > first_visible:
                 return match.start()
             continue
         single_period = match.group().rstrip(_CLOSERS) == "."
-        if single_period and (_is_abbreviation(text, match.start()) or _continues_lowercase(text, match.end())):
+        if single_period and (_is_abbreviation(text, match.start(), start) or _continues_lowercase(text, match.end())):
             continue
         return match.end()
     return len(text)

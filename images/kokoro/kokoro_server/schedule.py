@@ -62,6 +62,7 @@ _PHRASE_START: Final = re.compile(
     r"|whose|that|if|unless|until|although|though|since|whereas|whether|than|instead|as)\b)"
 )
 _SPACE: Final = re.compile(r"\s+")
+_VISIBLE: Final = re.compile(r"\S")
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,12 +100,26 @@ def _sentences(text: str, limit: int) -> Iterator[tuple[int, int]]:
     """(start, end) of each sentence of `text` that starts before `limit`."""
     pos = 0
     while pos < len(text):
-        start = len(text) - len(text[pos:].lstrip())
-        if start >= len(text) or start >= limit:
+        visible = _VISIBLE.search(text, pos)
+        if visible is None or visible.start() >= limit:
             return
-        end = start + sentence_end(text[start:])
+        start = visible.start()
+        end = sentence_end(text, start)  # an index into `text`: no copy of the rest per sentence
         yield start, max(end, start + 1)
         pos = max(end, start + 1)
+
+
+def _stripped_lengths(sentence: str, offset: int, visible_end: int) -> tuple[int, int]:
+    """`len(sentence[:offset].strip())` and `len(sentence[offset:].strip())` for a sentence that starts
+    visible and whose visible part ends at `visible_end`, looking only at the spaces around `offset`
+    (slicing and stripping per cut would make one long sentence quadratic)."""
+    left = offset
+    while left > 0 and sentence[left - 1].isspace():
+        left -= 1
+    right = offset
+    while right < visible_end and sentence[right].isspace():
+        right += 1
+    return left, max(visible_end - right, 0)
 
 
 def boundaries(text: str, params: ScheduleParams, limit: int | None = None) -> list[Cut]:
@@ -123,14 +138,15 @@ def boundaries(text: str, params: ScheduleParams, limit: int | None = None) -> l
     for start, end in _sentences(text, stop):
         add(end, Boundary.SENTENCE)
         sentence = text[start:end]
+        visible_end = len(sentence.rstrip())
         inner: list[tuple[int, Boundary]] = [(m.start(), Boundary.WORD) for m in _SPACE.finditer(sentence)]
         inner += [(m.start(), Boundary.PHRASE) for m in _PHRASE_START.finditer(sentence)]
         inner += [(m.end(), Boundary.CLAUSE) for m in _CLAUSE_END.finditer(sentence)]
         for offset, kind in inner:
             if start + offset > stop:
                 continue
-            left, right = sentence[:offset].strip(), sentence[offset:].strip()
-            if len(left) >= params.min_piece_chars and len(right) >= params.min_piece_chars:
+            left, right = _stripped_lengths(sentence, offset, visible_end)
+            if left >= params.min_piece_chars and right >= params.min_piece_chars:
                 add(start + offset, kind)
     return [Cut(at, kind) for at, kind in sorted(best.items())]
 
