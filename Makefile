@@ -16,9 +16,11 @@ export UV
 # Python 3.12 comes from the machine (PATH or pyenv); uv never downloads an interpreter.
 export UV_PYTHON_DOWNLOADS := never
 export UV_PROJECT_ENVIRONMENT := $(VENV)
-# Prints the machine's Python 3.12 (the PATH first, then the newest under pyenv), or fails saying so.
+# Prints the machine's Python 3.12 (the PATH first, then the newest under pyenv), or fails saying so. It
+# prints the interpreter itself, never a pyenv shim: uv recreates the environment when --python names
+# another path than the one the environment was made with.
 FIND_PY312 = for p in python3.12 $$(ls -d $$HOME/.pyenv/versions/3.12*/bin/python3.12 2>/dev/null | sort -rV); do \
-	  "$$p" -c 'import sys; assert sys.version_info[:2] == (3, 12)' 2>/dev/null && { command -v "$$p"; exit 0; }; \
+	  "$$p" -c 'import sys; assert sys.version_info[:2] == (3, 12); print(sys.executable)' 2>/dev/null && exit 0; \
 	done; echo "Python 3.12 is required (for example: pyenv install 3.12)" >&2; exit 1
 export PYTHONPATH := $(CURDIR):$(CURDIR)/images/kokoro
 export PYTHONUNBUFFERED := 1
