@@ -398,3 +398,26 @@ async def test_each_invocation_prints_its_emf_lines(fake_speech, serve_app: Serv
             "Invocations": 1,
         },
     ]
+
+
+# bedrock-agentcore 1.25 imports a Strands module that Strands 1.62 marks deprecated.
+@pytest.mark.filterwarnings("ignore:strands.experimental.hooks.multiagent is deprecated:DeprecationWarning")
+async def test_with_a_memory_id_conversations_go_to_agentcore_memory(
+    serve_app: Serve, monkeypatch: pytest.MonkeyPatch, free_port: int
+) -> None:
+    # No AWS here: AgentCore Memory's data-plane endpoint is a closed local port, so the call
+    # shows which store it reached (the request path) and that a store failure is a clean 503.
+    monkeypatch.setenv("AWS_ENDPOINT_URL_BEDROCK_AGENTCORE", f"http://127.0.0.1:{free_port}")
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIDAGENTTEST")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "not-a-secret")
+    monkeypatch.setenv("AWS_MAX_ATTEMPTS", "1")
+    config = websocket_config(
+        "ws://127.0.0.1:9/unused", AGENTCORE_MEMORY_ID="voicestack_memory-AbC123", AWS_REGION="us-east-1"
+    )
+    base = serve_app(config, demo_deps())
+    async with httpx.AsyncClient(timeout=30) as client:
+        response = await client.post(f"{base}/invocations", json={"prompt": "Hi"}, headers={SESSION_HEADER: SESSION_A})
+    assert response.status_code == 503
+    body = response.json()
+    assert body["code"] == "memory_unavailable"
+    assert f"/memories/voicestack_memory-AbC123/actor/voicestack-caller/sessions/{SESSION_A}" in body["message"]

@@ -93,6 +93,12 @@ async def test_stream_mode_speaks_while_the_model_generates(speech_server: Speec
     assert len(transport.frames) == kinds.count("audio_chunk")
     spoken = " ".join(text for text, _, _ in engine.calls)
     assert spoken.split() == FOUR_SENTENCES.split()
+    # Word timings for captions: every word, in order, in the answer's audio time, never backwards.
+    timings = [word for event in events if event["type"] == "words" for word in event["words"]]
+    assert [word["word"] for word in timings] == FOUR_SENTENCES.split()  # the zero-cost engine's words
+    starts = [word["start_s"] for word in timings]
+    assert starts == sorted(starts)
+    assert timings[-1]["end_s"] <= len(decoded_audio(events)) / 48_000 + 0.001
     assert await invocation.wait_finished() is Outcome.COMPLETED
 
 
