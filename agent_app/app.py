@@ -48,6 +48,10 @@ from agent_app.speech.transport import SpeechTransport
 
 logger = logging.getLogger(__name__)
 
+LEASE_GRACE_S = 1.0
+"""Beyond the deadline and the caller-gone wait, after which a conversation's turn is given back
+even if its invocation never ran (its events were never read, so its work never started)."""
+
 _STORE_ERRORS = (SessionException, OSError, BotoCoreError, ClientError)
 """What a conversation store raises when it cannot be read (files, AgentCore Memory's API)."""
 
@@ -127,7 +131,13 @@ class AgentService:
             lease.release()
             raise
 
+        # Every invocation's work ends within this bound; one whose events were never read never
+        # starts, and would otherwise hold its conversation for good.
+        bound_s = config.agent_deadline_s + self._deps.caller_gone_after_s + LEASE_GRACE_S
+        watchdog = asyncio.get_running_loop().call_later(bound_s, lease.release)
+
         def finished(invocation: Invocation) -> None:
+            watchdog.cancel()
             lease.release()
             self._metrics.record(
                 str(invocation.outcome or Outcome.FAILED),

@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 import pytest
 
-from agent_app.app import AppDependencies, create_app
+from agent_app.app import LEASE_GRACE_S, AgentService, AppDependencies, create_app
 from agent_app.config import AgentConfig, load_config
 from agent_app.memory import SESSION_HEADER
 from agent_app.metrics import InvocationMetrics
@@ -421,3 +421,20 @@ async def test_with_a_memory_id_conversations_go_to_agentcore_memory(
     body = response.json()
     assert body["code"] == "memory_unavailable"
     assert f"/memories/voicestack_memory-AbC123/actor/voicestack-caller/sessions/{SESSION_A}" in body["message"]
+
+
+async def test_a_turn_whose_events_are_never_read_is_given_back_after_its_bound(tmp_path: Path) -> None:
+    config = websocket_config(
+        "ws://127.0.0.1:9/unused", AGENT_SESSION_DIR=str(tmp_path), AGENT_DEADLINE_S="0.2", AGENT_SESSION_WAIT_S="5"
+    )
+    service = AgentService(config, demo_deps(caller_gone_after_s=0.1))
+    loop = asyncio.get_running_loop()
+    await service.start({"prompt": "Hi"}, SESSION_A)  # its events are never read
+    start = loop.time()
+    second = await service.start({"prompt": "Hi again"}, SESSION_A)
+    waited = loop.time() - start
+    assert 0.2 + 0.1 + LEASE_GRACE_S - 0.05 <= waited < 5
+    assert service.conversations.active == 1
+    events = [dict(event) async for event in second.events()]
+    assert types(events)[0] == "agent_start"
+    assert service.conversations.active == 0
