@@ -10,7 +10,7 @@ PY := $(VENV)/bin/python
 export PYTHONPATH := $(CURDIR):$(CURDIR)/images/kokoro
 export PYTHONUNBUFFERED := 1
 
-.PHONY: help env system-deps local test lint typecheck unit bench bench-gapless lab weights lock
+.PHONY: help env system-deps local test lint typecheck unit bench bench-gapless lab weights lock bench-agent-clients
 
 help:
 	@echo "make local   - run the local stack (speech server, SageMaker stand-in, agent, browser page)"
@@ -18,6 +18,7 @@ help:
 	@echo "make bench   - speech server benchmark (full-size model)"
 	@echo "make bench-gapless - playback gaps: naive split vs adaptive schedule, fp32 vs bf16"
 	@echo "make lab     - latency lab: batch vs stream, side by side"
+	@echo "make bench-agent-clients - agent set-up per call: per-invocation vs per-process clients"
 
 # Reuses the environment when requirements.lock is unchanged; otherwise pip installs the difference.
 env:
@@ -72,3 +73,6 @@ lock:
 	/tmp/voicestack-lock/bin/pip install -q -U pip
 	/tmp/voicestack-lock/bin/pip install -q '.[speech,agent,standin,infra,dev]'
 	/tmp/voicestack-lock/bin/pip freeze --exclude voicestack > requirements.lock
+
+bench-agent-clients: env
+	"$(PY)" -m bench.agent_clients $(BENCH_ARGS)
