@@ -2,32 +2,18 @@
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
-from packaging.requirements import Requirement
-from packaging.utils import canonicalize_name
+from local.lock_exports import locked_versions, pinned
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCKERFILE = (ROOT / "agent_app" / "Dockerfile").read_text()
-REQUIREMENTS = [
-    Requirement(line)
-    for line in (ROOT / "agent_app" / "requirements.txt").read_text().splitlines()
-    if line.strip() and not line.startswith("#")
-]
+REQUIREMENTS_TEXT = (ROOT / "agent_app" / "requirements.txt").read_text()
+PINS = pinned(REQUIREMENTS_TEXT)
 
 
 def instructions(keyword: str) -> list[str]:
     return [line.split(None, 1)[1] for line in DOCKERFILE.splitlines() if line.startswith(keyword + " ")]
-
-
-def lock_pins() -> dict[str, str]:
-    pins: dict[str, str] = {}
-    for line in (ROOT / "requirements.lock").read_text().splitlines():
-        if "==" in line and not line.startswith("#"):
-            name, version = line.split("==", 1)
-            pins[canonicalize_name(re.sub(r"\[.*\]", "", name))] = version.split(";")[0].strip()
-    return pins
 
 
 def test_the_base_image_is_python_3_12_for_arm64() -> None:
@@ -53,21 +39,21 @@ def test_it_copies_the_protocol_and_the_agent_from_the_repository_root() -> None
     assert not any(copy.startswith(("images/", "tests/", "local/")) for copy in copies)
 
 
-def test_every_requirement_is_pinned_to_the_lock() -> None:
-    pins = lock_pins()
-    for requirement in REQUIREMENTS:
-        specifiers = list(requirement.specifier)
-        assert len(specifiers) == 1, f"{requirement} must be pinned with =="
-        assert specifiers[0].operator == "=="
-        assert pins[canonicalize_name(requirement.name)] == specifiers[0].version, (
-            f"{requirement} differs from the lock"
-        )
+def test_dependencies_are_installed_from_the_lock_with_hashes() -> None:
+    (install,) = [run for run in instructions("RUN") if "requirements.txt" in run]
+    assert install == ("pip install --no-compile --no-deps --require-hashes -r /app/agent_app/requirements.txt \\"), (
+        "--no-deps: the file is the whole closure, exported from uv.lock"
+    )
+    assert "&& pip check" in DOCKERFILE
+
+
+def test_every_requirement_is_the_locked_version() -> None:
+    lock = locked_versions()
+    assert {name: lock[name] for name in PINS} == PINS
 
 
 def test_the_agents_direct_dependencies_are_there() -> None:
-    names = {canonicalize_name(requirement.name): requirement for requirement in REQUIREMENTS}
-    for name in ("strands-agents", "bedrock-agentcore", "aws-sdk-sagemaker-runtime-http2", "boto3", "websockets"):
-        assert canonicalize_name(name) in names, name
-    assert "awscrt" in names[canonicalize_name("aws-sdk-sagemaker-runtime-http2")].extras
+    for name in ("strands-agents", "bedrock-agentcore", "aws-sdk-sagemaker-runtime-http2", "awscrt", "boto3", "pysbd"):
+        assert name in PINS, name
     # The speech engine's stack never goes into the agent image.
-    assert not {"torch", "kokoro", "misaki", "numpy"} & set(names)
+    assert not {"torch", "kokoro", "misaki", "numpy"} & set(PINS)

@@ -20,6 +20,7 @@ from google.protobuf import empty_pb2, struct_pb2  # type: ignore[import-untyped
 from pulumi.runtime.proto import analyzer_pb2, analyzer_pb2_grpc
 from pulumi_policy import Policy
 
+from local.lock_exports import locked_versions, pinned
 from policies.pack import ALL_POLICIES, PACK_NAME
 from tests.policies.policy_runner import UNKNOWN_VALUE, urn_of
 
@@ -65,20 +66,11 @@ def test_manifest_names_the_pack_and_its_own_environment() -> None:
     assert manifest["runtime"] == {"name": "python", "options": {"toolchain": "pip", "virtualenv": ".venv"}}
 
 
-def test_pack_requirements_match_the_repository_lock() -> None:
-    def pins(path: Path) -> dict[str, str]:
-        found = {}
-        for line in path.read_text(encoding="utf-8").splitlines():
-            requirement = line.split("#", 1)[0].strip()
-            if "==" in requirement:
-                package, version = requirement.split("==", 1)
-                found[package.strip().lower().replace("_", "-")] = version.strip()
-        return found
-
-    pack = pins(PACK_DIR / "requirements.txt")
-    assert set(pack) == {"pulumi", "pulumi-policy", "packaging"}
-    lock = pins(REPO_ROOT / "requirements.lock")
-    assert {package: lock.get(package) for package in pack} == pack
+def test_pack_requirements_are_the_locked_closure_of_the_policies_extra() -> None:
+    pack = pinned((PACK_DIR / "requirements.txt").read_text(encoding="utf-8"))
+    assert {"pulumi", "pulumi-policy", "policy-sentry", "packaging"} <= set(pack)
+    lock = locked_versions()
+    assert {package: lock[package] for package in pack} == pack
 
 
 # --- the analyzer server, over gRPC -----------------------------------------------------------------

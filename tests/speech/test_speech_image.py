@@ -1,4 +1,4 @@
-"""The speech image, checked from its files (no Docker engine here): label, port, user, torch pin, entrypoint."""
+"""The speech image, checked from its files (no Docker engine): label, port, user, pins from the lock, entrypoint."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import re
 from pathlib import Path
 
 import pytest
-from packaging.requirements import Requirement
 from packaging.version import Version
 
+from local.lock_exports import locked_versions, pinned
 from speech_protocol import BIDIRECTIONAL_LABEL
 from tests.speech.speech_support import REPO_ROOT
 
@@ -37,19 +37,8 @@ def instructions(dockerfile: Path) -> list[tuple[str, str]]:
     return pairs
 
 
-def requirements() -> dict[str, Requirement]:
-    lines = (IMAGE_DIR / "requirements.txt").read_text(encoding="utf-8").splitlines()
-    reqs = [Requirement(line) for line in lines if line.strip() and not line.startswith("#")]
-    return {req.name.lower().replace("_", "-"): req for req in reqs}
-
-
-def lock_versions() -> dict[str, str]:
-    pins = {}
-    for line in (REPO_ROOT / "requirements.lock").read_text(encoding="utf-8").splitlines():
-        if "==" in line and not line.startswith("#"):
-            name, version = line.split("==", 1)
-            pins[name.strip().lower().replace("_", "-")] = version.strip()
-    return pins
+def requirements() -> dict[str, str]:
+    return pinned((IMAGE_DIR / "requirements.txt").read_text(encoding="utf-8"))
 
 
 @pytest.fixture(scope="module")
@@ -75,12 +64,8 @@ def test_base_is_a_cuda_runtime_image_with_python_312(dockerfile: list[tuple[str
 
 def test_port_user_and_entrypoint(dockerfile: list[tuple[str, str]]) -> None:
     assert args_of(dockerfile, "EXPOSE") == ["8080"]
-    users = args_of(dockerfile, "USER")
-    assert users, "the image must switch to a non-root user"
-    assert users[-1] not in ("root", "0", "0:0")
-    # The user switch comes after the last RUN: nothing installed later runs as root by accident.
-    keywords = [kw for kw, _ in dockerfile]
-    assert max(i for i, kw in enumerate(keywords) if kw == "RUN") < keywords.index("USER")
+    # SageMaker's inference container contract: "SageMaker AI expects all containers to run with root users".
+    assert args_of(dockerfile, "USER") == []
     assert json.loads(args_of(dockerfile, "ENTRYPOINT")[-1]) == ["python", "-m", "kokoro_server"]
     assert not args_of(dockerfile, "CMD"), "SageMaker passes 'serve' as the command"
 
@@ -92,34 +77,46 @@ def test_the_server_code_and_protocol_are_copied_from_the_repository_root(docker
     assert any("PYTHONPATH=/opt/voicestack" in env for env in args_of(dockerfile, "ENV"))
 
 
-def test_torch_comes_from_the_pytorch_cuda_index_at_the_pinned_version(dockerfile: list[tuple[str, str]]) -> None:
+def test_torch_comes_from_the_pytorch_cuda_index_then_the_rest_from_the_lock(dockerfile: list[tuple[str, str]]) -> None:
     index = next(args for args in args_of(dockerfile, "ARG") if args.startswith("TORCH_INDEX="))
     assert re.fullmatch(r"TORCH_INDEX=https://download\.pytorch\.org/whl/cu\d+", index), index
-    install = " ".join(args_of(dockerfile, "RUN"))
-    assert 'pip install --index-url "${TORCH_INDEX}" "$(grep -E \'^torch==\' /tmp/requirements.txt)"' in install
-    assert "pip install -r /tmp/requirements.txt -c /tmp/constraints.txt" in install
+    assert args_of(dockerfile, "COPY")[0] == "images/kokoro/requirements.txt /tmp/requirements.txt"
+    (install,) = [run for run in args_of(dockerfile, "RUN") if "requirements.txt" in run]
+    steps = [step.strip() for step in install.split("&&")]
+    assert steps == [
+        'pip install --index-url "${TORCH_INDEX}" "$(grep -E \'^torch==\' /tmp/requirements.txt)"',
+        "grep -vE '^torch==' /tmp/requirements.txt > /tmp/locked.txt",
+        "pip install --no-deps --require-hashes -r /tmp/locked.txt",
+        'pip install --no-deps "${SPACY_MODEL}"',
+        "pip check",
+        "python -c \"import spacy; spacy.load('en_core_web_sm')\"",
+        "rm /tmp/requirements.txt /tmp/locked.txt",
+    ]
 
 
 def test_requirements_pin_a_torch_without_pysec_2026_2286() -> None:
     lines = (IMAGE_DIR / "requirements.txt").read_text(encoding="utf-8").splitlines()
     assert "torch==2.14.1" in lines  # the Pulumi program reads this exact line to label the image
-    (spec,) = requirements()["torch"].specifier
-    assert spec.operator == "=="
-    assert Version(spec.version) >= Version("2.10.0")
+    assert Version(requirements()["torch"]) >= Version("2.10.0")
 
 
-def test_every_requirement_is_pinned_to_the_tested_version() -> None:
-    lock = lock_versions()
-    for name, req in requirements().items():
-        if req.url is not None:
-            continue
-        (spec,) = req.specifier
-        assert spec.operator == "==", f"{name} is not pinned"
-        assert lock[name] == spec.version, f"{name}: image pins {spec.version}, tests run {lock[name]}"
+def test_every_requirement_is_the_locked_version_with_hashes() -> None:
+    lock = locked_versions()
+    pins = requirements()
+    assert {name: lock[name] for name in pins} == pins
+    text = (IMAGE_DIR / "requirements.txt").read_text(encoding="utf-8")
+    # Everything but torch (its hashes differ per index) is installed with --require-hashes.
+    for block in text.split("\n"):
+        if re.match(r"^[a-z0-9]", block) and not block.startswith("torch=="):
+            assert block.endswith("\\"), f"{block!r} has no hashes"
+    # torch's CUDA 13 wheels from PyPI never reach the image: torch brings its CUDA 12.8 ones.
+    assert not [name for name in pins if name.startswith(("nvidia-", "cuda-")) or name == "triton"]
+    assert {"kokoro", "misaki", "spacy", "starlette", "uvicorn", "websockets", "numpy"} <= set(pins)
 
 
-def test_the_official_spacy_english_model_is_installed_at_build_time() -> None:
-    req = requirements()["en-core-web-sm"]
-    assert req.url == (
-        "https://github.com/explosion/spacy-models/releases/download/en_core_web_sm-3.8.0/en_core_web_sm-3.8.0-py3-none-any.whl"
+def test_the_official_spacy_english_model_is_installed_at_build_time(dockerfile: list[tuple[str, str]]) -> None:
+    model = next(args for args in args_of(dockerfile, "ARG") if args.startswith("SPACY_MODEL="))
+    assert model == (
+        'SPACY_MODEL="en_core_web_sm @ https://github.com/explosion/spacy-models/releases/download/'
+        'en_core_web_sm-3.8.0/en_core_web_sm-3.8.0-py3-none-any.whl"'
     )
