@@ -23,7 +23,7 @@ FIND_PY312 = for p in python3.12 $$(ls -d $$HOME/.pyenv/versions/3.12*/bin/pytho
 export PYTHONPATH := $(CURDIR):$(CURDIR)/images/kokoro
 export PYTHONUNBUFFERED := 1
 
-.PHONY: help env system-deps local test lint typecheck unit bench bench-gapless lab weights lock bench-agent-clients
+.PHONY: help env system-deps local test lint typecheck unit bench bench-gapless lab weights lock bench-bargein bench-segmenters bench-agent-clients
 
 help:
 	@echo "make local   - run the local stack (speech server, SageMaker stand-in, agent, browser page)"
@@ -31,6 +31,8 @@ help:
 	@echo "make bench   - speech server benchmark (full-size model)"
 	@echo "make bench-gapless - playback gaps: naive split vs adaptive schedule, fp32 vs bf16"
 	@echo "make lab     - latency lab: batch vs stream, side by side"
+	@echo "make bench-bargein - barge-in: Stop, new question, hang-up; page silent and speech server idle"
+	@echo "make bench-segmenters - sentence splitters: exact score and CPU per delta (BENCH_ARGS=--golden PATH)"
 	@echo "make bench-agent-clients - agent set-up per call: per-invocation vs per-process clients"
 
 # Syncs the environment with uv.lock, exactly (all extras; packages the lock does not name are removed).
@@ -84,6 +86,12 @@ lock: $(UV)
 	py312=$$($(FIND_PY312)); "$(UV)" lock $(if $(UPGRADE),--upgrade) --python "$$py312"
 	$(MAKE) env
 	"$(PY)" -m local.lock_exports
+
+bench-bargein: env system-deps
+	"$(PY)" -m bench.bargein $(BENCH_ARGS)
+
+bench-segmenters: env
+	"$(PY)" -m bench.segmenters $(BENCH_ARGS)
 
 bench-agent-clients: env
 	"$(PY)" -m bench.agent_clients $(BENCH_ARGS)

@@ -9,6 +9,11 @@ What is expensive is built once per process, when the app is created (never at i
 model (Bedrock's boto3 client), the speech transport and the conversation store. Per call: the
 Strands agent (one runs one invocation at a time), given the conversation of the call's session
 id (`memory.SESSION_HEADER`, which the SDK hands over as `context.session_id`).
+
+A caller who hangs up stops the invocation at once (`hangup.py`): model stream cancelled, speech
+requests cancelled with the protocol's `cancel`. `WS /ws` serves the same entrypoint full duplex
+(`ws_route.py`): questions and `stop` up, the same events down; its turns are turns of the
+conversation named by the upgrade request's session id.
 """
 
 from __future__ import annotations
@@ -23,12 +28,14 @@ from bedrock_agentcore.runtime.context import RequestContext
 from botocore.exceptions import BotoCoreError, ClientError  # type: ignore[import-untyped]
 from starlette import status
 from starlette.responses import JSONResponse
+from starlette.websockets import WebSocket
 from strands import Agent
 from strands.types.exceptions import SessionException
 
 from agent_app import events
 from agent_app.config import AgentConfig
 from agent_app.events import AgentErrorCode, AgentEvent, ErrorEvent
+from agent_app.hangup import HangupMiddleware, current_hangup, on_hangup_threadsafe
 from agent_app.invocation import BadRequest, parse_invocation
 from agent_app.memory import (
     BadSessionId,
@@ -45,6 +52,7 @@ from agent_app.models import ModelChoice, build_agent, build_model
 from agent_app.pipeline import CALLER_GONE_AFTER_S, Invocation, Outcome, PipelineSettings
 from agent_app.speech.factory import build_transport
 from agent_app.speech.transport import SpeechTransport
+from agent_app.ws_route import conversation_handler
 
 logger = logging.getLogger(__name__)
 
@@ -173,14 +181,28 @@ class AgentService:
 def create_app(config: AgentConfig, dependencies: AppDependencies | None = None) -> BedrockAgentCoreApp:
     service = AgentService(config, dependencies)
     app = BedrockAgentCoreApp()
+    app.add_middleware(HangupMiddleware)
+
+    async def start(payload: object, session_id: str | None) -> JSONResponse | AsyncIterator[AgentEvent]:
+        try:
+            invocation = await service.start(payload, session_id)
+        except Refused as refused:
+            return JSONResponse(dict(refused.event), status_code=refused.status_code)
+        hangup = current_hangup.get()
+        if hangup is not None:
+            hangup.subscribe(on_hangup_threadsafe(asyncio.get_running_loop(), invocation.hang_up))
+        return invocation.events()
 
     # The SDK passes the request context only to an entrypoint whose second parameter is named `context`.
     async def invoke(payload: object, context: RequestContext) -> JSONResponse | AsyncIterator[AgentEvent]:
-        try:
-            invocation = await service.start(payload, context.session_id)
-        except Refused as refused:
-            return JSONResponse(dict(refused.event), status_code=refused.status_code)
-        return invocation.events()
+        return await start(payload, context.session_id)
+
+    async def conversation(websocket: WebSocket, context: RequestContext) -> None:
+        async def invoke_turn(payload: object) -> JSONResponse | AsyncIterator[AgentEvent]:
+            return await start(payload, context.session_id)
+
+        await conversation_handler(invoke_turn)(websocket, context)
 
     app.entrypoint(invoke)
+    app.websocket(conversation)
     return app

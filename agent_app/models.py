@@ -43,6 +43,8 @@ sentence is complete, so write for the ear:
 - Write numbers, dates, times and units the way they are spoken when that is clearer \
 ("about three and a half million", "half past ten").
 - Do not spell out symbols or abbreviations that sound odd aloud; say what they mean.
+- If code, a table or a link is truly needed, it is shown on screen and not read aloud: say in words \
+what it is for.
 - If you need a tool, say in a few words what you are doing first, then use it."""
 
 DEMO_MODEL_NAME: Final = "demo"

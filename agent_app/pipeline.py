@@ -13,8 +13,14 @@ become `words` events, in the answer's audio time.
 AgentCore does not cancel the generator when its caller disconnects: it stops pulling, and the
 generator stays parked. So the work runs in its own task and treats an outbox that stays full for
 `caller_gone_after_s` as a caller that is gone: it stops the model (Strands' cancel signal) and the
-speech session (the socket is closed). Closing the generator (`aclose`) stops the work at once, and
-a deadline bounds every invocation.
+speech session. Closing the generator (`aclose`) or `hang_up()` (the app calls it the moment the
+caller's connection closes) stops the work at once, and a deadline bounds every invocation.
+
+Whenever the work stops before the speech session ended normally (hang-up, deadline, failure), every
+request the container has not finished gets the protocol's `cancel` (newest first, so the container
+never starts a queued request it is about to be told to drop) before the session is left: the
+container drops queued requests and discards the running one at once, instead of finishing them
+for nobody (over SageMaker, leaving sends `close`, which on its own lets accepted requests finish).
 """
 
 from __future__ import annotations
@@ -33,17 +39,29 @@ from strands import Agent
 from agent_app import events
 from agent_app.events import AgentErrorCode, AgentEvent, Mode
 from agent_app.memory import close_interrupted_turn
-from agent_app.segmenter import SegmenterConfig, SentenceSegmenter
+from agent_app.segmenter import SegmenterConfig
 from agent_app.speech.split import DEFAULT_MAX_REQUEST_CHARS, split_text
 from agent_app.speech.tracker import SessionTracker, SpeechRejectedError
 from agent_app.speech.transport import SpeechConnection, SpeechErrorCode, SpeechTransport, SpeechTransportError
-from speech_protocol import AUDIO_CHANNELS, SAMPLE_RATE, SAMPLE_WIDTH, Close, SynthesisStart, Synthesize, Timestamps
+from agent_app.spoken import SpokenSegmenter
+from speech_protocol import (
+    AUDIO_CHANNELS,
+    SAMPLE_RATE,
+    SAMPLE_WIDTH,
+    Cancel,
+    Close,
+    SynthesisStart,
+    Synthesize,
+    Timestamps,
+)
 
 logger = logging.getLogger(__name__)
 
 BATCH_REQUEST_ID: Final = "answer"
 CALLER_GONE_AFTER_S: Final = 10.0
 """How long the outbox may stay full before the caller counts as gone (a slow network reads on)."""
+CANCEL_SEND_TIMEOUT_S: Final = 0.5
+"""Longest wait for the `cancel` messages of an abandoned session to be sent (the stream may be stuck)."""
 MESSAGE_SEPARATOR: Final = " "
 """Put between the texts of two model messages (before and after a tool call), which carry none."""
 SPEECH_OPEN_ATTEMPTS: Final = 2
@@ -94,6 +112,8 @@ class Outcome(StrEnum):
     CALLER_GONE = "caller_gone"
     CLOSED = "closed"
     """The caller closed the event generator before the end."""
+    HUNG_UP = "hung_up"
+    """The caller's connection closed before the end (`Invocation.hang_up`)."""
     TEXT_ONLY = "text_only"
     """The answer was complete, but speech could not be opened: it was text only."""
 
@@ -131,6 +151,19 @@ def _first_leaf(group: BaseExceptionGroup[BaseException]) -> BaseException:
     return _first_leaf(first) if isinstance(first, BaseExceptionGroup) else first
 
 
+async def _cancel_unfinished(connection: SpeechConnection, tracker: SessionTracker) -> None:
+    """Barge-in on our own session: `cancel` every request the container has not finished, newest first."""
+    try:
+        async with asyncio.timeout(CANCEL_SEND_TIMEOUT_S):
+            for request_id in reversed(tracker.unfinished_ids()):
+                await connection.send(Cancel(request_id=request_id))
+    except TimeoutError:
+        logger.warning("the speech session's cancel messages took over %s s; leaving it", CANCEL_SEND_TIMEOUT_S)
+    except SpeechTransportError as exc:
+        # The session is broken already; leaving it ends the container's work for it.
+        logger.info("cancel not sent, the speech session is gone: %s", exc.message)
+
+
 async def _run_concurrently(*coroutines: Coroutine[Any, Any, None]) -> None:
     """Run coroutines together; the first failure cancels the others and is raised as itself."""
     try:
@@ -166,6 +199,7 @@ class Invocation:
         self._cancel_model = threading.Event()
         self._finished = asyncio.Event()
         self._started = False
+        self._worker: asyncio.Task[None] | None = None
         self.outcome: Outcome | None = None
         self._t0 = 0.0
         self._first_text_s: float | None = None
@@ -185,14 +219,17 @@ class Invocation:
         if self._started:
             raise RuntimeError("an invocation's events can be read once")
         self._started = True
-        worker = asyncio.create_task(self._work(), name="agent-invocation")
+        if self.outcome is Outcome.HUNG_UP:
+            self._finished.set()
+            return
+        worker = self._worker = asyncio.create_task(self._work(), name="agent-invocation")
         try:
             while (event := await self._outbox.get()) is not None:
                 yield event
         finally:
             if not worker.done():
                 self._set_outcome(Outcome.CLOSED)
-                worker.cancel()
+                _cancel_once(worker)
             await asyncio.wait([worker])
 
     @property
@@ -202,6 +239,19 @@ class Invocation:
     @property
     def first_audio_s(self) -> float | None:
         return self._first_audio_s
+
+    def hang_up(self) -> None:
+        """The caller's connection closed: stop the model and the speech requests now.
+
+        Call it on the invocation's event loop. The events end (a reader still pulling gets the
+        end at once); a no-op once the work has finished.
+        """
+        self._set_outcome(Outcome.HUNG_UP)
+        if self._worker is not None and not self._worker.done():
+            # Nothing queued reaches the caller any more; the worker ends the events as it stops.
+            while not self._outbox.empty():
+                self._outbox.get_nowait()
+            _cancel_once(self._worker)
 
     async def wait_finished(self) -> Outcome:
         """Wait until all model and speech work of this invocation has stopped."""
@@ -257,6 +307,11 @@ class Invocation:
             self._outbox.put_nowait(None)
         finally:
             self._cancel_model.set()
+            if self.outcome is Outcome.HUNG_UP:
+                # Nobody will read what is queued; end the events so the generator can finish.
+                while not self._outbox.empty():
+                    self._outbox.get_nowait()
+                self._outbox.put_nowait(None)
             logger.info(
                 "invocation %s: mode=%s first_text=%s first_audio=%s total=%.3fs",
                 self.outcome,
@@ -317,12 +372,18 @@ class Invocation:
     async def _speak_pieces(self, pieces: list[str]) -> None:
         async with self._transport.connect() as connection:
             tracker = SessionTracker()
-            for index, piece in enumerate(pieces):
-                request_id = BATCH_REQUEST_ID if index == 0 else f"{BATCH_REQUEST_ID}-{index}"
-                tracker.sent(request_id)
-                await connection.send(self._synthesize(piece, request_id))
-            await connection.send(Close())
-            await self._receive_audio(connection, tracker, close_sent=lambda: True)
+            finished = False
+            try:
+                for index, piece in enumerate(pieces):
+                    request_id = BATCH_REQUEST_ID if index == 0 else f"{BATCH_REQUEST_ID}-{index}"
+                    tracker.sent(request_id)
+                    await connection.send(self._synthesize(piece, request_id))
+                await connection.send(Close())
+                await self._receive_audio(connection, tracker, close_sent=lambda: True)
+                finished = True
+            finally:
+                if not finished:
+                    await _cancel_unfinished(connection, tracker)
 
     def _synthesize(self, text: str, request_id: str) -> Synthesize:
         settings = self._settings
@@ -360,7 +421,7 @@ class Invocation:
 
     async def _generate(self, chunks: asyncio.Queue[str | None] | None) -> str:
         """Run the agent: emit its text, feed speakable chunks to `chunks` as they complete, return the answer."""
-        segmenter = SentenceSegmenter(self._settings.segmenter) if chunks is not None else None
+        segmenter = SpokenSegmenter(self._settings.segmenter) if chunks is not None else None
 
         def release(completed: list[str]) -> None:
             if chunks is not None:
@@ -454,9 +515,15 @@ class Invocation:
             await connection.send(Close())
 
         async with self._transport.connect() as connection:
-            await _run_concurrently(
-                send_all(connection), self._receive_audio(connection, tracker, close_sent=lambda: closed)
-            )
+            finished = False
+            try:
+                await _run_concurrently(
+                    send_all(connection), self._receive_audio(connection, tracker, close_sent=lambda: closed)
+                )
+                finished = True
+            finally:
+                if not finished:
+                    await _cancel_unfinished(connection, tracker)
 
     async def _receive_audio(
         self, connection: SpeechConnection, tracker: SessionTracker, *, close_sent: Callable[[], bool]
@@ -491,6 +558,8 @@ class Invocation:
 
     async def _emit(self, event: AgentEvent | None) -> None:
         """Queue an event (None: the end); raise CallerGone when nobody takes it in time."""
+        if self.outcome is Outcome.HUNG_UP:
+            return  # the work is being cancelled; a task that has not seen it yet must not queue more
         if not self._outbox.full():
             self._outbox.put_nowait(event)
             return
@@ -499,6 +568,12 @@ class Invocation:
                 await self._outbox.put(event)
         except TimeoutError:
             raise CallerGone from None
+
+
+def _cancel_once(task: asyncio.Task[None]) -> None:
+    # A second cancel would interrupt the first one's cleanup (the `cancel` messages to the container).
+    if not task.cancelling():
+        task.cancel()
 
 
 def _is_assistant_message(event: dict[str, Any]) -> bool:

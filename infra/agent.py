@@ -2,6 +2,10 @@
 
 Its environment carries the endpoint's name (an output of the endpoint), so the runtime cannot be
 created before the endpoint exists; its role may stream to that endpoint's ARN and nothing else.
+Conversations live in an AgentCore Memory whose id the runtime reads from `AGENTCORE_MEMORY_ID`; the
+role may use that memory and no other. The memory goes with `pulumi destroy` unless the stack
+retains storage. The runtime's log group is named after the runtime id, which AWS picks, so it is
+created right after the runtime (before its first invocation writes to it).
 """
 
 from __future__ import annotations
@@ -17,8 +21,18 @@ import pulumi_aws as aws
 from infra.aws_context import AwsContext
 from infra.config import SpeechMode
 from infra.iam import agent_runtime_policy, agentcore_trust_policy
+from infra.metrics import NAMESPACE_ENV
 
 DEMO_PROMPT: Final = "Tell me, in three sentences, why lighthouses matter."
+MEMORY_ID_ENV: Final = "AGENTCORE_MEMORY_ID"
+"""The variable agent_app reads the conversation memory's id from."""
+RUNTIME_ENDPOINT: Final = "DEFAULT"
+"""The runtime endpoint AgentCore creates with every runtime (its logs are under `<id>-DEFAULT`)."""
+
+
+def runtime_log_group(runtime_id: str, endpoint: str = RUNTIME_ENDPOINT) -> str:
+    """The log group AgentCore writes a runtime endpoint's container output to."""
+    return f"/aws/bedrock-agentcore/runtimes/{runtime_id}-{endpoint}"
 
 
 def agent_environment(
@@ -28,14 +42,18 @@ def agent_environment(
     speech_mode: SpeechMode,
     model_id: str,
     voice: str | None,
+    memory_id: str,
+    metrics_namespace: str,
 ) -> dict[str, str]:
-    """The agent's environment (see agent_app): speech over SageMaker, one endpoint, one model."""
+    """The agent's environment (see agent_app): speech over SageMaker, one endpoint, one model, one memory."""
     environment = {
         "SPEECH_TRANSPORT": "sagemaker",
         "SPEECH_ENDPOINT_NAME": endpoint_name,
         "SPEECH_MODE": speech_mode,
         "AWS_REGION": region,
         "BEDROCK_MODEL_ID": model_id,
+        MEMORY_ID_ENV: memory_id,
+        NAMESPACE_ENV: metrics_namespace,
     }
     if voice is not None:
         environment["SPEECH_VOICE"] = voice
@@ -79,19 +97,37 @@ class AgentRuntimeArgs:
     speech_mode: SpeechMode
     speech_voice: str | None
     aws: AwsContext
+    memory_name: str
+    memory_event_expiry_days: int
+    retain_memory: bool
+    metrics_namespace: str
+    log_retention_days: int
 
 
 class AgentRuntime(pulumi.ComponentResource):
-    """Runtime role (scoped to one endpoint and one model) and the AgentCore runtime."""
+    """Conversation memory, runtime role (one endpoint, one model, one memory), runtime and its log group."""
 
+    memory: aws.bedrock.AgentcoreMemory
     role: aws.iam.Role
     role_policy: aws.iam.RolePolicy
     runtime: aws.bedrock.AgentcoreAgentRuntime
+    log_group: aws.cloudwatch.LogGroup
     runtime_arn: pulumi.Output[str]
+    log_group_name: pulumi.Output[str]
 
     def __init__(self, name: str, args: AgentRuntimeArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("voicestack:index:AgentRuntime", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
+
+        # Named (the API requires a name): a replacement must delete the old memory first. A retained stack
+        # keeps the conversations on `pulumi destroy`, like the other storage.
+        self.memory = aws.bedrock.AgentcoreMemory(
+            f"{name}-memory",
+            name=args.memory_name,
+            description="voicestack: conversation history of the voice agent",
+            event_expiry_duration=args.memory_event_expiry_days,
+            opts=pulumi.ResourceOptions(parent=self, delete_before_replace=True, retain_on_delete=args.retain_memory),
+        )
 
         self.role = aws.iam.Role(
             f"{name}-role",
@@ -102,7 +138,7 @@ class AgentRuntime(pulumi.ComponentResource):
         self.role_policy = aws.iam.RolePolicy(
             f"{name}-role-policy",
             role=self.role.id,
-            policy=pulumi.Output.all(args.aws.scope(), args.endpoint_arn, args.repository_arn).apply(
+            policy=pulumi.Output.all(args.aws.scope(), args.endpoint_arn, args.repository_arn, self.memory.id).apply(
                 lambda values: json.dumps(
                     agent_runtime_policy(
                         values[0],
@@ -110,19 +146,22 @@ class AgentRuntime(pulumi.ComponentResource):
                         model_id=args.model_id,
                         repository_arn=values[2],
                         runtime_name=args.runtime_name,
+                        memory_id=values[3],
                     )
                 )
             ),
             opts=child,
         )
 
-        environment = pulumi.Output.all(args.endpoint_name, args.aws.region).apply(
+        environment = pulumi.Output.all(args.endpoint_name, args.aws.region, self.memory.id).apply(
             lambda values: agent_environment(
                 endpoint_name=values[0],
                 region=values[1],
                 speech_mode=args.speech_mode,
                 model_id=args.model_id,
                 voice=args.speech_voice,
+                memory_id=values[2],
+                metrics_namespace=args.metrics_namespace,
             )
         )
         self.runtime = aws.bedrock.AgentcoreAgentRuntime(
@@ -135,8 +174,16 @@ class AgentRuntime(pulumi.ComponentResource):
             protocol_configuration={"server_protocol": "HTTP"},
             environment_variables=environment,
             # AgentCore pulls the image with the role while creating the runtime; the permissions are in a
-            # separate RolePolicy that the runtime reads no output of.
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[self.role_policy]),
+            # separate RolePolicy that the runtime reads no output of. The name is fixed: a replacement must
+            # delete the old runtime first (AgentCore refuses a second runtime of the same name).
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[self.role_policy], delete_before_replace=True),
         )
         self.runtime_arn = self.runtime.agent_runtime_arn
-        self.register_outputs({"runtime_arn": self.runtime_arn})
+        self.log_group = aws.cloudwatch.LogGroup(
+            f"{name}-logs",
+            name=self.runtime.agent_runtime_id.apply(runtime_log_group),
+            retention_in_days=args.log_retention_days,
+            opts=pulumi.ResourceOptions(parent=self, delete_before_replace=True),
+        )
+        self.log_group_name = self.log_group.name
+        self.register_outputs({"runtime_arn": self.runtime_arn, "memory_id": self.memory.id})

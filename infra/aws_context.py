@@ -19,12 +19,13 @@ class AwsContext:
     account_id: pulumi.Output[str]
 
     @classmethod
-    def lookup(cls) -> AwsContext:
+    def lookup(cls, provider: aws.Provider) -> AwsContext:
         """Asks the provider (three invokes; no resource is created)."""
+        opts = pulumi.InvokeOutputOptions(provider=provider)
         return cls(
-            partition=aws.get_partition_output().partition,
-            region=aws.get_region_output().region,
-            account_id=aws.get_caller_identity_output().account_id,
+            partition=aws.get_partition_output(opts=opts).partition,
+            region=aws.get_region_output(opts=opts).region,
+            account_id=aws.get_caller_identity_output(opts=opts).account_id,
         )
 
     def scope(self) -> pulumi.Output[AwsScope]:

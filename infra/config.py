@@ -8,6 +8,7 @@ that names the key and the values it accepts.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -20,6 +21,8 @@ from kokoro_server import model_pin
 
 SpeechMode = Literal["stream", "batch"]
 SPEECH_MODES: Final[tuple[str, ...]] = get_args(SpeechMode)
+ScalingMetric = Literal["concurrentRequests", "activeSessions"]
+SCALING_METRICS: Final[tuple[str, ...]] = get_args(ScalingMetric)
 
 CONFIG_KEYS: Final = (
     "retainStorage",
@@ -32,9 +35,15 @@ CONFIG_KEYS: Final = (
     "autoscalingMinCapacity",
     "autoscalingMaxCapacity",
     "autoscalingTargetConcurrency",
+    "autoscalingMetric",
+    "autoscalingTargetSessions",
     "bedrockModelId",
     "speechMode",
     "speechVoice",
+    "logRetentionDays",
+    "alarmEmail",
+    "memoryEventExpiryDays",
+    "tags",
 )
 """Every key the program reads, in the order Pulumi.yaml declares them (a test keeps the two equal)."""
 
@@ -46,6 +55,38 @@ INSTANCE_COUNT_RANGE: Final = (1, 20)
 TIMEOUT_RANGE_S: Final = (60, 3600)
 """SageMaker accepts 60..3600 s for both the start-up health check and the model download."""
 TARGET_CONCURRENCY_RANGE: Final = (1, 100)
+TARGET_SESSIONS_RANGE: Final = (1, 100)
+LOG_RETENTION_DAYS: Final = (
+    1,
+    3,
+    5,
+    7,
+    14,
+    30,
+    60,
+    90,
+    120,
+    150,
+    180,
+    365,
+    400,
+    545,
+    731,
+    1096,
+    1827,
+    2192,
+    2557,
+    2922,
+    3288,
+    3653,
+)
+"""The retention periods CloudWatch Logs accepts (PutRetentionPolicy); any other number is rejected."""
+MEMORY_EXPIRY_RANGE_DAYS: Final = (3, 365)
+"""AgentCore Memory keeps short-term events 3 to 365 days (CreateMemory eventExpiryDuration)."""
+RESERVED_TAG_KEYS: Final = ("project", "stack")
+"""Default tags the program sets itself; `tags` may not override them."""
+_EMAIL = re.compile(r"[^@\s]+@[^@\s]+\.[^@\s]+")
+_TAG_TEXT = re.compile(r"[\w\s.:/=+\-@]*")
 
 INFERENCE_PROFILE_GEOGRAPHIES: Final = ("us", "us-gov", "eu", "apac", "jp", "au", "ca", "global")
 """Prefixes of Bedrock's system-defined cross-region inference profiles (`us.anthropic...`)."""
@@ -63,6 +104,10 @@ class AutoscalingConfig:
     min_capacity: int
     max_capacity: int
     target_concurrency: int
+    metric: ScalingMetric = "concurrentRequests"
+    """concurrentRequests: SageMaker's concurrent requests per instance; activeSessions: the speech server's
+    own gauge of open sessions per instance (a custom metric from its log lines)."""
+    target_sessions: int = 4
 
 
 @dataclass(frozen=True)
@@ -81,6 +126,12 @@ class StackConfig:
     speech_mode: SpeechMode
     speech_voice: str | None
     """None: the agent uses the speech server's default voice."""
+    log_retention_days: int = 30
+    alarm_email: str | None = None
+    """None: alarms go to an SNS topic nobody is subscribed to by the program."""
+    memory_event_expiry_days: int = 30
+    tags: tuple[tuple[str, str], ...] = ()
+    """Extra default tags for every AWS resource, beside project and stack (sorted by key)."""
 
 
 def load_config() -> StackConfig:
@@ -107,6 +158,8 @@ def parse_config(values: Mapping[str, str | None], *, namespace: str) -> StackCo
         min_capacity=reader.integer("autoscalingMinCapacity", INSTANCE_COUNT_RANGE),
         max_capacity=reader.integer("autoscalingMaxCapacity", INSTANCE_COUNT_RANGE),
         target_concurrency=reader.integer("autoscalingTargetConcurrency", TARGET_CONCURRENCY_RANGE),
+        metric=reader.parsed("autoscalingMetric", _scaling_metric),
+        target_sessions=reader.integer("autoscalingTargetSessions", TARGET_SESSIONS_RANGE),
     )
     if autoscaling_enabled:
         _check_scaling_bounds(reader, autoscaling, instance_count)
@@ -121,6 +174,10 @@ def parse_config(values: Mapping[str, str | None], *, namespace: str) -> StackCo
         bedrock_model_id=reader.parsed("bedrockModelId", _bedrock_model_id),
         speech_mode=reader.parsed("speechMode", _speech_mode),
         speech_voice=reader.optional("speechVoice", _served_voice),
+        log_retention_days=reader.parsed("logRetentionDays", _log_retention),
+        alarm_email=reader.optional("alarmEmail", _email),
+        memory_event_expiry_days=reader.integer("memoryEventExpiryDays", MEMORY_EXPIRY_RANGE_DAYS),
+        tags=reader.parsed("tags", _extra_tags),
     )
 
 
@@ -175,6 +232,58 @@ def _speech_mode(raw: str) -> SpeechMode:
     if raw == "batch":
         return "batch"
     raise ValueError(f"must be one of {', '.join(SPEECH_MODES)}")
+
+
+def _scaling_metric(raw: str) -> ScalingMetric:
+    if raw == "concurrentRequests":
+        return "concurrentRequests"
+    if raw == "activeSessions":
+        return "activeSessions"
+    raise ValueError(f"must be one of {', '.join(SCALING_METRICS)}")
+
+
+def _log_retention(raw: str) -> int:
+    if not raw.isascii() or not raw.isdigit() or int(raw) not in LOG_RETENTION_DAYS:
+        raise ValueError(
+            f"must be one of the CloudWatch Logs retention periods {', '.join(map(str, LOG_RETENTION_DAYS))}"
+        )
+    return int(raw)
+
+
+def _email(raw: str) -> str:
+    if _EMAIL.fullmatch(raw) is None:
+        raise ValueError("must be empty or one e-mail address (name@example.com)")
+    return raw
+
+
+def _extra_tags(raw: str) -> tuple[tuple[str, str], ...]:
+    """A JSON object of string tags (empty string or {} for none), within AWS's tag rules."""
+    if raw == "":
+        return ()
+    try:
+        parsed = json.loads(raw)
+    except json.JSONDecodeError:
+        raise ValueError('must be a JSON object of string values, e.g. {"team": "voice"}') from None
+    if not isinstance(parsed, dict):
+        raise ValueError('must be a JSON object of string values, e.g. {"team": "voice"}')
+    tags: list[tuple[str, str]] = []
+    for key, value in parsed.items():
+        if not isinstance(value, str):
+            raise ValueError(f"value of tag {key!r} must be a string")
+        if not 1 <= len(key) <= 128 or len(value) > 256 or not _TAG_TEXT.fullmatch(key + value):
+            raise ValueError(
+                f"tag {key!r} must have a key of 1 to 128 and a value of at most 256 letters, digits, spaces "
+                "or _.:/=+-@"
+            )
+        if key.lower().startswith("aws:") or key in RESERVED_TAG_KEYS:
+            raise ValueError(
+                f"tag {key!r} is reserved: keys may not start with aws: or be one of {', '.join(RESERVED_TAG_KEYS)}"
+            )
+        tags.append((key, value))
+    # AWS allows 50 tags per resource; project and stack take two.
+    if len(tags) > 48:
+        raise ValueError(f"must hold at most 48 tags, got {len(tags)}")
+    return tuple(sorted(tags))
 
 
 def _served_voice(raw: str) -> str:

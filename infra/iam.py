@@ -2,9 +2,13 @@
 
 The SageMaker execution role reads the weights under one S3 prefix, pulls the image and writes the
 endpoint's logs. The AgentCore runtime role streams to exactly one SageMaker endpoint, invokes one
-Bedrock model, pulls its image and writes logs, traces and metrics. No action is a wildcard; a
-resource is `*` only where the service has no resource-level permissions for that action, and a
-comment next to that statement says so.
+Bedrock model, reads and writes one AgentCore Memory, pulls its image and writes logs. No action is
+a wildcard; a resource is `*` only where the service has no resource-level permissions for that
+action, and a comment next to that statement says so.
+
+Not granted: X-Ray and `cloudwatch:PutMetricData`. Neither container sends traces, and both publish
+metrics as Embedded Metric Format lines on stdout (speech_protocol/emf.py), which CloudWatch Logs
+turns into metrics with no API call from the container.
 """
 
 from __future__ import annotations
@@ -24,15 +28,18 @@ ANY_RESOURCE: Final = "*"
 ECR_PULL_ACTIONS: Final = ("ecr:BatchCheckLayerAvailability", "ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer")
 LOG_GROUP_ACTIONS: Final = ("logs:CreateLogGroup", "logs:DescribeLogStreams")
 LOG_STREAM_ACTIONS: Final = ("logs:CreateLogStream", "logs:PutLogEvents")
-XRAY_ACTIONS: Final = (
-    "xray:GetSamplingRules",
-    "xray:GetSamplingTargets",
-    "xray:PutTelemetryRecords",
-    "xray:PutTraceSegments",
+DESCRIBE_LOG_GROUPS_ACTION: Final = "logs:DescribeLogGroups"
+MEMORY_ACTIONS: Final = (
+    # What the Strands session manager of bedrock_agentcore.memory (1.25) calls: create_event,
+    # list_events, get_event, delete_event and retrieve_memory_records.
+    "bedrock-agentcore:CreateEvent",
+    "bedrock-agentcore:DeleteEvent",
+    "bedrock-agentcore:GetEvent",
+    "bedrock-agentcore:ListEvents",
+    "bedrock-agentcore:RetrieveMemoryRecords",
 )
 INVOKE_STREAM_ACTION: Final = "sagemaker:InvokeEndpointWithBidirectionalStream"
 BEDROCK_STREAM_ACTION: Final = "bedrock:InvokeModelWithResponseStream"
-AGENTCORE_METRICS_NAMESPACE: Final = "bedrock-agentcore"
 
 
 @dataclass(frozen=True)
@@ -213,6 +220,11 @@ def bedrock_statements(model: BedrockModel) -> list[Statement]:
     ]
 
 
+def memory_arn(scope: AwsScope, memory_id: str) -> str:
+    """The ARN of one AgentCore Memory."""
+    return scope.arn("bedrock-agentcore", f"memory/{memory_id}")
+
+
 def agent_runtime_policy(
     scope: AwsScope,
     *,
@@ -220,20 +232,17 @@ def agent_runtime_policy(
     model_id: str,
     repository_arn: str,
     runtime_name: str,
+    memory_id: str,
 ) -> PolicyDocument:
-    """The AgentCore runtime role's permissions: one endpoint, one model, image, logs, traces, metrics."""
+    """The AgentCore runtime role's permissions: one endpoint, one model, one memory, image, logs."""
     return document(
         allow("StreamToSpeechEndpoint", [INVOKE_STREAM_ACTION], [endpoint_arn]),
         *bedrock_statements(bedrock_model(model_id, scope)),
+        allow("UseConversationMemory", MEMORY_ACTIONS, [memory_arn(scope, memory_id)]),
         *ecr_pull_statements(repository_arn),
         *log_statements(scope, agentcore_log_group_pattern(runtime_name)),
-        # X-Ray has no resource-level permissions for sending traces or reading sampling rules: "*" only.
-        allow("WriteTraces", XRAY_ACTIONS, [ANY_RESOURCE]),
-        # cloudwatch:PutMetricData has no resource-level permissions; the namespace condition narrows it.
-        allow(
-            "WriteMetrics",
-            ["cloudwatch:PutMetricData"],
-            [ANY_RESOURCE],
-            {"StringEquals": {"cloudwatch:namespace": AGENTCORE_METRICS_NAMESPACE}},
-        ),
+        # What AWS's own AgentCore Runtime construct grants (there on `log-group:*`): the runtime lists log
+        # groups. The Service Authorization Reference lists no resource type for DescribeLogGroups, so only
+        # "*" is certain to match; it is no wider, the action lists the whole account's groups either way.
+        allow("DescribeLogGroups", [DESCRIBE_LOG_GROUPS_ACTION], [ANY_RESOURCE]),
     )

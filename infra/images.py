@@ -4,6 +4,11 @@ The speech image (images/kokoro/Dockerfile) is linux/amd64 for SageMaker's GPU i
 the label that turns on SageMaker's bidirectional streaming; the agent image (agent_app/Dockerfile)
 is linux/arm64, the only architecture AgentCore runs. Consumers get `<repository>@<digest>`, so a
 rebuilt image replaces exactly what changed and a moved tag never changes a running endpoint.
+
+Both are pushed with Docker v2 manifests (`registry` export, `oci_media_types=False`), not with
+`push=True`: that leaves the media type to BuildKit, whose default became OCI manifests (0.31), and
+SageMaker `CreateModel` rejects "application/vnd.oci.image.manifest.v1+json"
+(aws/amazon-sagemaker-feedback#180). AgentCore gets the same format, so one rule covers both.
 """
 
 from __future__ import annotations
@@ -40,6 +45,11 @@ def torch_version(requirements: str) -> str:
 def speech_labels(torch: str) -> dict[str, str]:
     """Labels of the speech image: SageMaker's bidirectional-streaming switch and the torch it ships."""
     return {BIDIRECTIONAL_LABEL: "true", TORCH_VERSION_LABEL: torch}
+
+
+def registry_export() -> docker_build.ExportArgsDict:
+    """Push to the tagged repository with Docker distribution v2 manifests (not OCI)."""
+    return {"registry": {"oci_media_types": False, "push": True}}
 
 
 def registry_host(repository_url: str) -> str:
@@ -89,7 +99,10 @@ class Images(pulumi.ComponentResource):
                 platforms=[platform],
                 labels=labels,
                 tags=[pulumi.Output.concat(repository_url, ":", suffix)],
-                push=True,
+                # push=True would add a second registry export whose manifest media type BuildKit picks (OCI
+                # since 0.31, see module docstring); the explicit export pushes Docker v2 manifests instead.
+                push=False,
+                exports=[registry_export()],
                 registries=[registry],
                 # Previews stay fast: a GPU image with torch takes minutes to build.
                 build_on_preview=False,

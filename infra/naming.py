@@ -4,6 +4,12 @@ Most resources are auto-named by Pulumi. Two are named explicitly: the AgentCore
 requires a name, pattern `^[a-zA-Z][a-zA-Z0-9_]{0,47}$`) and the SageMaker endpoint, whose name
 must be known before it exists so that its execution role can be scoped to its log group (the role
 has to exist before the endpoint does).
+
+The endpoint's name carries its instance type. SageMaker refuses `UpdateEndpoint` when the update
+changes the instance type of a variant registered with Application Auto Scaling
+(terraform-provider-aws#14337); a new name instead makes a type change a replacement: Pulumi creates
+the new endpoint (and its scalable target) beside the old one, points the agent at it, then deletes
+the old endpoint and deregisters its target, all in one `pulumi up`.
 """
 
 from __future__ import annotations
@@ -25,15 +31,30 @@ def runtime_name(project: str, stack: str) -> str:
     Characters outside [a-zA-Z0-9_] become `_`; a name that must be shortened keeps a digest of the
     full name so two long stack names that share a prefix still get different runtimes.
     """
-    name = re.sub(r"[^a-zA-Z0-9_]+", "_", f"{project}_{stack}_agent").strip("_")
+    return _agentcore_name(f"{project}_{stack}_agent")
+
+
+def memory_name(project: str, stack: str) -> str:
+    """`<project>_<stack>_memory`: AgentCore Memory names follow the runtime name pattern."""
+    return _agentcore_name(f"{project}_{stack}_memory")
+
+
+def dashboard_name(project: str, stack: str) -> str:
+    """`<project>-<stack>`: CloudWatch dashboard names allow letters, digits, `-` and `_` (255 at most)."""
+    return re.sub(r"[^a-zA-Z0-9_-]+", "-", f"{project}-{stack}")[:255]
+
+
+def _agentcore_name(raw: str) -> str:
+    name = re.sub(r"[^a-zA-Z0-9_]+", "_", raw).strip("_")
     if not name or not name[0].isalpha():
         name = f"a_{name}"
     return _shorten(name, RUNTIME_NAME_MAX, separator="_")
 
 
-def endpoint_name(project: str, stack: str) -> str:
-    """`<project>-<stack>-speech` squeezed into the SageMaker endpoint name pattern."""
-    name = re.sub(r"[^a-zA-Z0-9]+", "-", f"{project}-{stack}-speech").strip("-")
+def endpoint_name(project: str, stack: str, instance_type: str) -> str:
+    """`<project>-<stack>-speech-<family>-<size>` squeezed into the SageMaker endpoint name pattern."""
+    instance = instance_type.removeprefix("ml.")
+    name = re.sub(r"[^a-zA-Z0-9]+", "-", f"{project}-{stack}-speech-{instance}").strip("-")
     return _shorten(name, ENDPOINT_NAME_MAX, separator="-")
 
 

@@ -14,13 +14,16 @@ from pathlib import Path
 from typing import Final
 
 import pulumi
+import pulumi_aws as aws
 
 from infra import naming
 from infra.agent import AgentRuntime, AgentRuntimeArgs, invoke_command
 from infra.aws_context import AwsContext
 from infra.config import StackConfig, load_config
 from infra.images import Images, ImagesArgs, torch_version
-from infra.speech import SpeechEndpoint, SpeechEndpointArgs
+from infra.metrics import dashboard_url, metrics_namespace
+from infra.monitoring import Alerts, AlertsArgs, Monitoring, MonitoringArgs
+from infra.speech import VARIANT_NAME, SpeechEndpoint, SpeechEndpointArgs
 from infra.storage import Storage, StorageArgs
 from infra.weights import (
     WeightCache,
@@ -87,6 +90,9 @@ class StackOutputs:
     weights_s3_uri: pulumi.Output[str]
     region: pulumi.Output[str]
     invoke_command: pulumi.Output[str]
+    memory_id: pulumi.Output[str]
+    dashboard_url: pulumi.Output[str]
+    alarm_topic_arn: pulumi.Output[str]
 
     def exported(self) -> dict[str, pulumi.Input[str]]:
         """The stack outputs by export name."""
@@ -103,6 +109,9 @@ class StackOutputs:
             "weightsS3Uri": self.weights_s3_uri,
             "region": self.region,
             "invokeCommand": self.invoke_command,
+            "memoryId": self.memory_id,
+            "dashboardUrl": self.dashboard_url,
+            "alarmTopicArn": self.alarm_topic_arn,
         }
 
     def export(self) -> None:
@@ -110,12 +119,26 @@ class StackOutputs:
             pulumi.export(name, value)
 
 
+def default_tags(project: str, stack: str, extra: tuple[tuple[str, str], ...]) -> dict[str, str]:
+    """Tags on every AWS resource of the stack: project, stack, then the `tags` config key's."""
+    return {"project": project, "stack": stack, **dict(extra)}
+
+
 def build(cfg: StackConfig, *, weights_dir: Path, torch: str, sources: SourceTree, cwd: Path) -> StackOutputs:
     """Declares every component of the stack; returns its outputs. Inputs are already validated."""
     project, stack = pulumi.get_project(), pulumi.get_stack()
-    aws_context = AwsContext.lookup()
+    # One explicit provider carries the default tags; every component (and so every child) uses it.
+    provider = aws.Provider(
+        "aws",
+        region=aws.config.region,
+        default_tags={"tags": default_tags(project, stack, cfg.tags)},
+    )
+    tagged = pulumi.ResourceOptions(providers=[provider])
+    aws_context = AwsContext.lookup(provider)
+    namespace = metrics_namespace(project, stack)
 
-    storage = Storage("storage", StorageArgs(retain=cfg.retain_storage))
+    storage = Storage("storage", StorageArgs(retain=cfg.retain_storage), tagged)
+    alerts = Alerts("alerts", AlertsArgs(email=cfg.alarm_email), tagged)
     weights = WeightCache(
         "weights",
         WeightCacheArgs(
@@ -125,6 +148,7 @@ def build(cfg: StackConfig, *, weights_dir: Path, torch: str, sources: SourceTre
             files=weight_files(),
             retain=cfg.retain_storage,
         ),
+        tagged,
     )
     images = Images(
         "images",
@@ -136,11 +160,12 @@ def build(cfg: StackConfig, *, weights_dir: Path, torch: str, sources: SourceTre
             agent_dockerfile=sources.build_path(AGENT_DOCKERFILE, cwd),
             torch_version=torch,
         ),
+        tagged,
     )
     speech = SpeechEndpoint(
         "speech",
         SpeechEndpointArgs(
-            endpoint_name=naming.endpoint_name(project, stack),
+            endpoint_name=naming.endpoint_name(project, stack, cfg.instance_type),
             image_uri=images.speech_uri,
             repository_arn=storage.repository.arn,
             bucket_name=storage.bucket.bucket,
@@ -152,7 +177,11 @@ def build(cfg: StackConfig, *, weights_dir: Path, torch: str, sources: SourceTre
             model_download_timeout_s=cfg.model_download_timeout_s,
             autoscaling=cfg.autoscaling,
             aws=aws_context,
+            metrics_namespace=namespace,
+            log_retention_days=cfg.log_retention_days,
+            alarm_topic_arn=alerts.topic_arn,
         ),
+        tagged,
     )
     runtime_name = naming.runtime_name(project, stack)
     agent = AgentRuntime(
@@ -167,7 +196,30 @@ def build(cfg: StackConfig, *, weights_dir: Path, torch: str, sources: SourceTre
             speech_mode=cfg.speech_mode,
             speech_voice=cfg.speech_voice,
             aws=aws_context,
+            memory_name=naming.memory_name(project, stack),
+            memory_event_expiry_days=cfg.memory_event_expiry_days,
+            retain_memory=cfg.retain_storage,
+            metrics_namespace=namespace,
+            log_retention_days=cfg.log_retention_days,
         ),
+        tagged,
+    )
+    dashboard = naming.dashboard_name(project, stack)
+    Monitoring(
+        "monitoring",
+        MonitoringArgs(
+            dashboard_name=dashboard,
+            metrics_namespace=namespace,
+            region=aws_context.region,
+            topic_arn=alerts.topic_arn,
+            endpoint_name=speech.endpoint_name,
+            variant_name=VARIANT_NAME,
+            endpoint_log_group=speech.log_group.name,
+            runtime_arn=agent.runtime_arn,
+            runtime_name=runtime_name,
+            runtime_log_group=agent.log_group_name,
+        ),
+        tagged,
     )
     return StackOutputs(
         speech_endpoint_name=speech.endpoint_name,
@@ -184,6 +236,9 @@ def build(cfg: StackConfig, *, weights_dir: Path, torch: str, sources: SourceTre
         invoke_command=pulumi.Output.all(agent.runtime_arn, aws_context.region).apply(
             lambda values: invoke_command(values[0], values[1])
         ),
+        memory_id=agent.memory.id,
+        dashboard_url=aws_context.region.apply(lambda region: dashboard_url(region, dashboard)),
+        alarm_topic_arn=alerts.topic_arn,
     )
 
 

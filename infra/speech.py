@@ -4,7 +4,14 @@ The model mounts the weight prefix uncompressed at /opt/ml/model and runs the sp
 network isolation (weights come from S3; the container never needs the internet). An endpoint
 configuration picks the GPU instance type and the start-up timeouts; the endpoint's name is fixed
 up front so that its execution role can be scoped to its log group. Optional target tracking
-scales on concurrent requests per instance, which counts a stream until its last byte is sent.
+scales on concurrent requests per instance, which counts a stream until its last byte is sent, or
+on the speech server's own gauge of open sessions (`ActiveSessions`, from its metric log lines).
+
+Updates are blue/green, all at once: SageMaker starts a whole new fleet, shifts traffic, and keeps
+the old fleet until the termination wait is over, rolling back if the 5XX alarm fires. That needs
+instance quota for twice the fleet during an update (infra/README.md). A rolling update would need
+less, but SageMaker requires its batch to be 5-50 % of the fleet, which no batch of a 1-instance
+endpoint can be. The log group SageMaker writes to is created first, with the stack's retention.
 """
 
 from __future__ import annotations
@@ -18,7 +25,9 @@ import pulumi_aws as aws
 
 from infra.aws_context import AwsContext
 from infra.config import AutoscalingConfig
-from infra.iam import sagemaker_trust_policy, speech_execution_policy
+from infra.iam import sagemaker_log_group, sagemaker_trust_policy, speech_execution_policy
+from infra.metrics import ACTIVE_SESSIONS_METRIC, NAMESPACE_ENV, SPEECH_SERVICE, errors_alarm, filter_namespace
+from infra.monitoring import metric_alarm
 from kokoro_server.settings import SAGEMAKER_MODEL_DIR, env_var
 
 VARIANT_NAME: Final = "AllTraffic"
@@ -30,9 +39,13 @@ CONCURRENCY_METRIC: Final = "SageMakerVariantConcurrentRequestsPerModelHighResol
 SCALE_OUT_COOLDOWN_S: Final = 60
 SCALE_IN_COOLDOWN_S: Final = 600
 """Scale in slowly: a GPU instance takes minutes to start and load the model."""
+TERMINATION_WAIT_S: Final = 300
+"""The old fleet stays (and takes traffic back on rollback) 5 minutes after the shift."""
+BLUE_GREEN_TIMEOUT_S: Final = 3600
+"""Starting a GPU fleet and loading the model fits in an hour with room to spare."""
 
 
-def container_environment() -> dict[str, str]:
+def container_environment(metrics_namespace: str) -> dict[str, str]:
     """Environment of the speech container (kokoro_server.settings): the real model, on the GPU, from the
     weights SageMaker mounts; never the Hugging Face hub (the model runs with network isolation)."""
     return {
@@ -42,6 +55,46 @@ def container_environment() -> dict[str, str]:
         # not serve at CPU speed.
         env_var("device"): "cuda",
         "HF_HUB_OFFLINE": "1",
+        NAMESPACE_ENV: metrics_namespace,
+    }
+
+
+def deployment_config(rollback_alarm_name: pulumi.Input[str]) -> aws.sagemaker.EndpointDeploymentConfigArgsDict:
+    """Blue/green, all at once, with automatic rollback on the endpoint's 5XX alarm (see module docstring)."""
+    return {
+        "blue_green_update_policy": {
+            "traffic_routing_configuration": {"type": "ALL_AT_ONCE", "wait_interval_in_seconds": 0},
+            "termination_wait_in_seconds": TERMINATION_WAIT_S,
+            "maximum_execution_timeout_in_seconds": BLUE_GREEN_TIMEOUT_S,
+        },
+        "auto_rollback_configuration": {"alarms": [{"alarm_name": rollback_alarm_name}]},
+    }
+
+
+def target_tracking(
+    settings: AutoscalingConfig, metrics_namespace: str
+) -> aws.appautoscaling.PolicyTargetTrackingScalingPolicyConfigurationArgsDict:
+    """The scaling policy's target tracking: SageMaker's concurrency, or the server's open sessions."""
+    if settings.metric == "concurrentRequests":
+        return {
+            "target_value": float(settings.target_concurrency),
+            "predefined_metric_specification": {"predefined_metric_type": CONCURRENCY_METRIC},
+            "scale_out_cooldown": SCALE_OUT_COOLDOWN_S,
+            "scale_in_cooldown": SCALE_IN_COOLDOWN_S,
+        }
+    # Each instance prints its own gauge every 10 s under one dimension set, so the average over the
+    # data points of a minute is the mean number of open sessions per instance.
+    return {
+        "target_value": float(settings.target_sessions),
+        "customized_metric_specification": {
+            "metric_name": ACTIVE_SESSIONS_METRIC,
+            "namespace": filter_namespace(metrics_namespace),
+            "dimensions": [{"name": "Service", "value": SPEECH_SERVICE}],
+            "statistic": "Average",
+            "unit": "Count",
+        },
+        "scale_out_cooldown": SCALE_OUT_COOLDOWN_S,
+        "scale_in_cooldown": SCALE_IN_COOLDOWN_S,
     }
 
 
@@ -66,6 +119,9 @@ class SpeechEndpointArgs:
     model_download_timeout_s: int
     autoscaling: AutoscalingConfig | None
     aws: AwsContext
+    metrics_namespace: str
+    log_retention_days: int
+    alarm_topic_arn: pulumi.Input[str]
 
 
 class SpeechEndpoint(pulumi.ComponentResource):
@@ -78,6 +134,8 @@ class SpeechEndpoint(pulumi.ComponentResource):
     endpoint: aws.sagemaker.Endpoint
     scaling_target: aws.appautoscaling.Target | None
     scaling_policy: aws.appautoscaling.Policy | None
+    log_group: aws.cloudwatch.LogGroup
+    errors_alarm: aws.cloudwatch.MetricAlarm
     endpoint_name: pulumi.Output[str]
     endpoint_arn: pulumi.Output[str]
 
@@ -117,7 +175,7 @@ class SpeechEndpoint(pulumi.ComponentResource):
             primary_container={
                 "image": args.image_uri,
                 "mode": "SingleModel",
-                "environment": container_environment(),
+                "environment": container_environment(args.metrics_namespace),
                 "model_data_source": {
                     "s3_data_sources": [
                         {"s3_uri": args.weights_s3_uri, "s3_data_type": "S3Prefix", "compression_type": "None"}
@@ -145,11 +203,27 @@ class SpeechEndpoint(pulumi.ComponentResource):
             opts=child,
         )
 
+        # SageMaker writes the container's stdout here; created first so that retention applies from the start
+        # (SageMaker would otherwise create it, kept forever). Its name is fixed: free it before a replacement.
+        self.log_group = aws.cloudwatch.LogGroup(
+            f"{name}-logs",
+            name=sagemaker_log_group(args.endpoint_name),
+            retention_in_days=args.log_retention_days,
+            opts=pulumi.ResourceOptions(parent=self, delete_before_replace=True),
+        )
+        # Named from the endpoint's name (a plain string), so the endpoint's rollback can refer to it.
+        self.errors_alarm = metric_alarm(
+            name, errors_alarm(args.endpoint_name, VARIANT_NAME), args.alarm_topic_arn, child
+        )
+
+        # The endpoint's name carries the instance type (infra/naming.py): a type change creates a new
+        # endpoint before deleting the old one, so no delete_before_replace here.
         self.endpoint = aws.sagemaker.Endpoint(
             f"{name}-endpoint",
             name=args.endpoint_name,
             endpoint_config_name=self.endpoint_config.name,
-            opts=child,
+            deployment_config=deployment_config(self.errors_alarm.name),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[self.log_group]),
         )
         self.endpoint_name = self.endpoint.name
         self.endpoint_arn = self.endpoint.arn
@@ -157,11 +231,11 @@ class SpeechEndpoint(pulumi.ComponentResource):
         self.scaling_target = None
         self.scaling_policy = None
         if args.autoscaling is not None:
-            self._autoscale(name, args.autoscaling)
+            self._autoscale(name, args.autoscaling, args.metrics_namespace)
 
         self.register_outputs({"endpoint_name": self.endpoint_name, "endpoint_arn": self.endpoint_arn})
 
-    def _autoscale(self, name: str, settings: AutoscalingConfig) -> None:
+    def _autoscale(self, name: str, settings: AutoscalingConfig, metrics_namespace: str) -> None:
         child = pulumi.ResourceOptions(parent=self)
         self.scaling_target = aws.appautoscaling.Target(
             f"{name}-scaling-target",
@@ -178,11 +252,6 @@ class SpeechEndpoint(pulumi.ComponentResource):
             service_namespace=self.scaling_target.service_namespace,
             scalable_dimension=self.scaling_target.scalable_dimension,
             resource_id=self.scaling_target.resource_id,
-            target_tracking_scaling_policy_configuration={
-                "target_value": float(settings.target_concurrency),
-                "predefined_metric_specification": {"predefined_metric_type": CONCURRENCY_METRIC},
-                "scale_out_cooldown": SCALE_OUT_COOLDOWN_S,
-                "scale_in_cooldown": SCALE_IN_COOLDOWN_S,
-            },
+            target_tracking_scaling_policy_configuration=target_tracking(settings, metrics_namespace),
             opts=child,
         )

@@ -1,7 +1,8 @@
 """Storage: the ECR repository for both images and the S3 bucket that caches the model weights.
 
 Both go with `pulumi destroy` unless the stack retains storage: `force_delete` empties the
-repository and `force_destroy` empties the bucket before deletion.
+repository and `force_destroy` empties the bucket before deletion. The bucket refuses every request
+that does not arrive over TLS.
 """
 
 from __future__ import annotations
@@ -13,28 +14,51 @@ from typing import Any, Final
 import pulumi
 import pulumi_aws as aws
 
-UNTAGGED_IMAGE_EXPIRY_DAYS: Final = 7
-"""Each push moves the `speech`/`agent` tag; the image it leaves untagged stays this long for rollbacks."""
+KEEP_UNTAGGED_IMAGES: Final = 10
+"""How many untagged images (earlier builds) the repository keeps for rollbacks."""
 
 
-def untagged_image_expiry_policy(days: int) -> dict[str, Any]:
-    """An ECR lifecycle policy that expires images `days` after they were pushed once they carry no tag."""
-    if days < 1:
-        raise ValueError(f"untagged images must be kept for at least 1 day, got {days}")
+def image_lifecycle_policy(keep_untagged: int) -> dict[str, Any]:
+    """An ECR lifecycle policy that keeps the newest `keep_untagged` untagged images and expires older ones.
+
+    It selects untagged images only, and ECR never expires an image that no rule selects, so the
+    images that carry the `speech` and `agent` tags (the ones the last deploy pinned by digest) are
+    never expired. Counting instead of ageing keeps the image a failed, rolled-back deploy left running
+    (untagged once a newer build took the tag) until `keep_untagged` newer builds were pushed, however
+    long that takes; an age rule would expire it after a fixed time even if the endpoint still pulls it.
+    """
+    if keep_untagged < 1:
+        raise ValueError(f"at least 1 untagged image must be kept, got {keep_untagged}")
     return {
         "rules": [
             {
                 "rulePriority": 1,
-                "description": f"Expire untagged images {days} days after push",
+                "description": f"Keep the {keep_untagged} newest untagged images (earlier builds), expire older ones",
                 "selection": {
                     "tagStatus": "untagged",
-                    "countType": "sinceImagePushed",
-                    "countUnit": "days",
-                    "countNumber": days,
+                    "countType": "imageCountMoreThan",
+                    "countNumber": keep_untagged,
                 },
                 "action": {"type": "expire"},
             }
         ]
+    }
+
+
+def tls_only_bucket_policy(bucket_arn: str) -> dict[str, Any]:
+    """Denies every S3 request on the bucket and its objects that is not made over TLS."""
+    return {
+        "Version": "2012-10-17",
+        "Statement": [
+            {
+                "Sid": "DenyInsecureTransport",
+                "Effect": "Deny",
+                "Principal": "*",
+                "Action": "s3:*",
+                "Resource": [bucket_arn, f"{bucket_arn}/*"],
+                "Condition": {"Bool": {"aws:SecureTransport": "false"}},
+            }
+        ],
     }
 
 
@@ -46,7 +70,7 @@ class StorageArgs:
 
 
 class Storage(pulumi.ComponentResource):
-    """An image repository (scan on push, untagged images expire) and an encrypted, private bucket."""
+    """An image repository (scan on push, old untagged images expire by count) and an encrypted, private bucket."""
 
     repository: aws.ecr.Repository
     bucket: aws.s3.Bucket
@@ -69,7 +93,7 @@ class Storage(pulumi.ComponentResource):
         aws.ecr.LifecyclePolicy(
             f"{name}-images-lifecycle",
             repository=self.repository.name,
-            policy=json.dumps(untagged_image_expiry_policy(UNTAGGED_IMAGE_EXPIRY_DAYS)),
+            policy=json.dumps(image_lifecycle_policy(KEEP_UNTAGGED_IMAGES)),
             opts=child,
         )
 
@@ -87,6 +111,12 @@ class Storage(pulumi.ComponentResource):
             block_public_policy=True,
             ignore_public_acls=True,
             restrict_public_buckets=True,
+            opts=child,
+        )
+        aws.s3.BucketPolicy(
+            f"{name}-weights-tls-only",
+            bucket=self.bucket.id,
+            policy=self.bucket.arn.apply(lambda arn: json.dumps(tls_only_bucket_policy(arn))),
             opts=child,
         )
 

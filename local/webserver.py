@@ -4,10 +4,17 @@ Routes:
 - `GET /` and the static files of `local/web/` (plain ES modules, no build step);
 - `POST /api/invoke` -> the agent's `POST /invocations`, streamed through chunk by chunk as the
   agent writes them (no buffering: the page's time to first audio is the agent's);
-- `GET /api/health` -> the agent's `GET /ping`.
+- `GET /api/health` -> the agent's `GET /ping`;
+- `WS /api/ws` -> the agent's `WS /ws` (the full-duplex conversation, `ws_proxy.py`).
 
 Errors of the proxy itself are JSON bodies `{"error": {"code", "message"}}` with status 502 (agent
-unreachable or broken) or 503 (agent not healthy). Run: `python -m local.webserver --port 8000
+unreachable or broken) or 503 (agent not healthy).
+
+Only its own page may drive the agent (`guard.py`): every request must name this server in `Host`
+(421 otherwise: a DNS-rebinding page has its own name there), and `POST /api/invoke` must come from
+this origin (403 for an `Origin` or `Sec-Fetch-Site` of another site; `WS /api/ws` likewise, refused
+before the handshake completes) with a JSON body of at most
+`max_body_bytes` (413 when larger, 415 when not JSON). Run: `python -m local.webserver --port 8000
 --agent-url http://127.0.0.1:8080`.
 """
 
@@ -26,10 +33,20 @@ import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
-from starlette.routing import Mount, Route
+from starlette.routing import Mount, Route, WebSocketRoute
 from starlette.staticfiles import StaticFiles
-from starlette.status import HTTP_400_BAD_REQUEST, HTTP_502_BAD_GATEWAY, HTTP_503_SERVICE_UNAVAILABLE
+from starlette.status import (
+    HTTP_400_BAD_REQUEST,
+    HTTP_413_CONTENT_TOO_LARGE,
+    HTTP_415_UNSUPPORTED_MEDIA_TYPE,
+    HTTP_502_BAD_GATEWAY,
+    HTTP_503_SERVICE_UNAVAILABLE,
+)
 from starlette.types import Scope
+from starlette.websockets import WebSocket
+
+from local.guard import DEFAULT_MAX_BODY_BYTES, BodyTooLarge, SameOriginGuard, read_body_capped
+from local.ws_proxy import relay_conversation
 
 logger = logging.getLogger("voicestack.webserver")
 
@@ -48,6 +65,8 @@ class WebServerConfig:
     read_timeout_s: float = 120.0
     """Longest silence tolerated between two chunks of the agent's stream."""
     web_dir: Path = WEB_DIR
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+    """Largest `POST /api/invoke` body accepted (the agent's prompt limit is 8,000 characters)."""
 
 
 def error_response(status_code: int, code: str, message: str) -> JSONResponse:
@@ -78,9 +97,19 @@ def create_app(config: WebServerConfig) -> Starlette:
             yield
 
     async def invoke(request: Request) -> Response:
-        body = await request.body()
+        try:
+            body = await read_body_capped(request, config.max_body_bytes)
+        except BodyTooLarge as exc:
+            return error_response(HTTP_413_CONTENT_TOO_LARGE, "body_too_large", str(exc))
         if not body:
             return error_response(HTTP_400_BAD_REQUEST, "empty_body", 'POST a JSON invocation: {"prompt": ...}')
+        content_type = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+        if content_type != "application/json":
+            return error_response(
+                HTTP_415_UNSUPPORTED_MEDIA_TYPE,
+                "not_json",
+                f"the body must be application/json, got {content_type or 'no content type'}",
+            )
         client: httpx.AsyncClient = request.app.state.http
         headers = {"content-type": "application/json", "accept": "text/event-stream"}
         session_id = request.headers.get(SESSION_HEADER)
@@ -124,6 +153,11 @@ def create_app(config: WebServerConfig) -> Starlette:
             headers={"Cache-Control": "no-cache, no-transform", "X-Accel-Buffering": "no"},
         )
 
+    agent_ws_url = "ws" + agent_url.removeprefix("http") + "/ws"
+
+    async def conversation(websocket: WebSocket) -> None:
+        await relay_conversation(websocket, agent_ws_url, max_message_chars=config.max_body_bytes)
+
     async def health(request: Request) -> Response:
         client: httpx.AsyncClient = request.app.state.http
         try:
@@ -140,14 +174,17 @@ def create_app(config: WebServerConfig) -> Starlette:
             agent = ping.text
         return JSONResponse({"status": "ok", "agent_url": agent_url, "agent": agent})
 
-    return Starlette(
+    app = Starlette(
         routes=[
             Route("/api/invoke", invoke, methods=["POST"]),
             Route("/api/health", health, methods=["GET"]),
+            WebSocketRoute("/api/ws", conversation),
             Mount("/", PageFiles(directory=config.web_dir, html=True), name="page"),
         ],
         lifespan=lifespan,
     )
+    app.add_middleware(SameOriginGuard, guarded_paths=frozenset({"/api/invoke", "/api/ws"}))
+    return app
 
 
 def parse_args(argv: Sequence[str] | None = None) -> WebServerConfig:
@@ -159,10 +196,24 @@ def parse_args(argv: Sequence[str] | None = None) -> WebServerConfig:
     parser.add_argument(
         "--read-timeout", type=float, default=defaults.read_timeout_s, help="seconds of silence tolerated mid-stream"
     )
+    parser.add_argument(
+        "--max-body-bytes",
+        type=int,
+        default=os.environ.get("VOICESTACK_WEB_MAX_BODY_BYTES", str(defaults.max_body_bytes)),
+        help="largest POST /api/invoke body accepted (env VOICESTACK_WEB_MAX_BODY_BYTES)",
+    )
     args = parser.parse_args(argv)
     if not args.read_timeout > 0:
         parser.error(f"--read-timeout must be > 0 seconds, got {args.read_timeout}")
-    return WebServerConfig(agent_url=args.agent_url, host=args.host, port=args.port, read_timeout_s=args.read_timeout)
+    if args.max_body_bytes < 1:
+        parser.error(f"--max-body-bytes must be at least 1, got {args.max_body_bytes}")
+    return WebServerConfig(
+        agent_url=args.agent_url,
+        host=args.host,
+        port=args.port,
+        read_timeout_s=args.read_timeout,
+        max_body_bytes=args.max_body_bytes,
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -1,4 +1,5 @@
-"""Rules for the container images: the speech image can stream, and its PyTorch is not vulnerable."""
+"""Rules for the container images: the speech image can stream, its PyTorch is not vulnerable, and it is
+pushed with Docker v2 manifests, which SageMaker accepts."""
 
 from __future__ import annotations
 
@@ -85,6 +86,40 @@ def check_torch_version(props: Props) -> list[str]:
     return []
 
 
+def check_docker_manifest(props: Props) -> list[str]:
+    """The speech image is pushed only through registry exports that disable OCI media types.
+
+    `push: true` adds a registry export whose media type BuildKit chooses (OCI since 0.31), and SageMaker
+    CreateModel rejects "application/vnd.oci.image.manifest.v1+json" (aws/amazon-sagemaker-feedback#180).
+    """
+    if is_speech_image(props) is not True:
+        return []
+    requirement = (
+        "The speech image must be pushed with Docker v2 manifests (a registry export with ociMediaTypes false)"
+    )
+    push = props.get("push")
+    exports = props.get("exports")
+    if push is UNKNOWN or exports is UNKNOWN:
+        return []
+    if push is True:
+        return [f"{requirement}; it sets push: true, which leaves the media type to BuildKit (OCI by default)."]
+    registries = (
+        [entry.get("registry") for entry in exports if isinstance(entry, dict)] if isinstance(exports, list) else []
+    )
+    pushed = [registry for registry in registries if isinstance(registry, dict)]
+    if not pushed:
+        return [f"{requirement}; it has no registry export."]
+    messages: list[str] = []
+    for registry in pushed:
+        oci = registry.get("ociMediaTypes")
+        if oci is UNKNOWN:
+            continue
+        if oci is not False:
+            shown = "unset (BuildKit's default, OCI)" if oci is None else f"{oci}"
+            messages.append(f"{requirement}; a registry export has ociMediaTypes {shown}.")
+    return messages
+
+
 SPEECH_IMAGE_BIDIRECTIONAL = resource_policy(
     name="speech-image-bidirectional-streaming",
     description="The speech image declares SageMaker's bidirectional-streaming capability label.",
@@ -97,4 +132,10 @@ SPEECH_IMAGE_TORCH_VERSION = resource_policy(
     checks={IMAGE_TYPE: check_torch_version},
 )
 
-POLICIES: Final[list[Policy]] = [SPEECH_IMAGE_BIDIRECTIONAL, SPEECH_IMAGE_TORCH_VERSION]
+SPEECH_IMAGE_DOCKER_MANIFEST = resource_policy(
+    name="speech-image-docker-manifest",
+    description="The speech image is pushed with Docker v2 manifests, which SageMaker CreateModel accepts.",
+    checks={IMAGE_TYPE: check_docker_manifest},
+)
+
+POLICIES: Final[list[Policy]] = [SPEECH_IMAGE_BIDIRECTIONAL, SPEECH_IMAGE_TORCH_VERSION, SPEECH_IMAGE_DOCKER_MANIFEST]

@@ -6,8 +6,14 @@ from typing import Final
 
 from pulumi_policy import Policy
 
-from policies import compute, iam, images, storage
+from policies import compute, iam, iam_database, images, storage
 
 PACK_NAME: Final = "voicestack-guardrails"
 
-ALL_POLICIES: Final[list[Policy]] = [*images.POLICIES, *iam.POLICIES, *storage.POLICIES, *compute.POLICIES]
+ALL_POLICIES: Final[list[Policy]] = [
+    *images.POLICIES,
+    *iam.POLICIES,
+    *iam_database.POLICIES,
+    *storage.POLICIES,
+    *compute.POLICIES,
+]

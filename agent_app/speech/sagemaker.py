@@ -277,6 +277,8 @@ class SageMakerConnection:
         # Awaited lazily: the service may answer the request only once events flow.
         self._output: asyncio.Future[Any] = asyncio.ensure_future(stream.await_output())
         self._receiver: Any = None
+        self._pending_read: asyncio.Future[Any] | None = None
+        """A read of the response whose caller was cancelled; the next receive() or aclose() takes it."""
         self._failure: SpeechTransportError | None = None
         self._close_sent = False
         self._ended = False
@@ -363,14 +365,24 @@ class SageMakerConnection:
         return self._receiver
 
     async def _next_event(self, receiver: Any) -> Any:
+        # A read in flight is never cancelled: awscrt 0.32 leaves a cancelled chunk future queued,
+        # and when the next chunk arrives for it the whole stream fails ("InvalidStateError"), so
+        # nothing could be sent any more, not even the `cancel` of a barge-in. A cancelled caller
+        # leaves the read running (shielded); the next receive() or aclose() takes it over.
+        if self._pending_read is None:
+            self._pending_read = asyncio.ensure_future(receiver.receive())
+        read = self._pending_read
         try:
-            return await receiver.receive()
+            return await asyncio.shield(read)
         except (ModelStreamError, InternalStreamFailure, UnmodeledEventError) as exc:
             self._fail(SpeechErrorCode.STREAM_ERROR, f"endpoint {self._endpoint_name}: {_describe(exc)}", exc)
         except EventError as exc:
             self._fail(SpeechErrorCode.PROTOCOL_ERROR, f"malformed event-stream frame: {exc}", exc)
         except _TRANSPORT_ERRORS as exc:
             self._fail(SpeechErrorCode.STREAM_ERROR, f"endpoint {self._endpoint_name}: {_describe(exc)}", exc)
+        finally:
+            if read.done():
+                self._pending_read = None
 
     def _end_of_stream(self, *, partial: bool) -> None:
         if partial:
@@ -403,6 +415,7 @@ class SageMakerConnection:
         except TimeoutError:
             logger.warning("endpoint %s: ending the input took over %s s", self._endpoint_name, self._CLEANUP_TIMEOUT_S)
         finally:
+            await self._settle_pending_read()
             await _drop_request_body(self._stream.input_stream)
             if not self._output.done():
                 self._output.cancel()
@@ -410,6 +423,19 @@ class SageMakerConnection:
                 self._output.exception()  # a refused call is reported by receive() or not at all
             if self._receiver is not None:
                 await self._receiver.close()
+
+    async def _settle_pending_read(self) -> None:
+        """Let a read left by a cancelled receive() finish (the response ends once `close` is
+        handled); cancel it only when it does not (see `_next_event` for why not at once)."""
+        read, self._pending_read = self._pending_read, None
+        if read is None:
+            return
+        done, _ = await asyncio.wait([read], timeout=self._CLEANUP_TIMEOUT_S)
+        if not done:
+            logger.warning("endpoint %s: the response did not end after close; dropping it", self._endpoint_name)
+            read.cancel()
+        elif not read.cancelled():
+            read.exception()  # the session is being left: what the read found no longer matters
 
     def _is_live(self) -> bool:
         accepted = self._output.done() and not self._output.cancelled() and self._output.exception() is None

@@ -48,6 +48,10 @@ class SessionTracker:
     def unfinished(self) -> int:
         return len(self._waiting) + (self._active is not None)
 
+    def unfinished_ids(self) -> list[str]:
+        """Requests sent and not yet completed, in the order they were sent (the active one first)."""
+        return ([self._active] if self._active is not None else []) + list(self._waiting)
+
     def sent(self, request_id: str) -> None:
         """Record a `synthesize` request, before it is sent."""
         self._waiting.append(request_id)

@@ -1,9 +1,18 @@
 // The page: wires the form to the agent stream, the session and the player, and renders timings.
 //
+// Barge-in: Stop, or a new question while an answer streams or plays, aborts the request (the web
+// server and the agent see the connection close and cancel the model and the speech requests) and
+// drops the player's buffered audio at once.
+//
 // For automated tests the live state is mirrored on `window.voicestack`:
 //   current: the running answer's stats plus player counters (samplesPlayed, underruns,
-//            playerState, playbackStartMs, drained); runs: the finished answers' rows.
+//            playerState, playbackStartMs, drained) and captions (captionWords, spokenWord,
+//            captionTrail: every word index highlighted, in order); runs: the finished answers'
+//            rows; sessionId and turns: the conversation; lastStop: {reason, silentMs,
+//            outputLatencyMs} of the last barge-in (silentMs: until the worklet confirmed silence).
 
+import { AgentSocket } from "./agent-socket.js";
+import { Conversation } from "./conversation.js";
 import { AgentStreamError } from "./events.js";
 import { invokeAgent } from "./invoke.js";
 import { StreamPlayer } from "./player.js";
@@ -11,6 +20,7 @@ import { AnswerSession } from "./session.js";
 
 const INVOKE_URL = "api/invoke";
 const HEALTH_URL = "api/health";
+const SOCKET_PATH = "api/ws";
 const PROTOCOL_SAMPLE_RATE = 24000;
 
 /** @param {string} id */
@@ -25,6 +35,15 @@ const state = {
   current: null,
   /** @type {Record<string, any>[]} */
   runs: [],
+  conversation: new Conversation({ storage: window.sessionStorage }),
+  /** @type {string} */
+  sessionId: "",
+  /** @type {import("./conversation.js").Turn[]} */
+  turns: [],
+  /** @type {Record<string, any> | null} */
+  lastStop: null,
+  /** @type {AgentSocket | null} */
+  socket: null,
 };
 Object.assign(window, { voicestack: state });
 
@@ -59,8 +78,76 @@ function onPlayerProgress(progress) {
   if (progress.state === "drained") {
     current.drained = true;
     if (current.done && current.error === null) showStatus("Done.");
+    if (current.done) $("stop").toggleAttribute("disabled", true);
+  }
+  const spoken = progress.state === "drained" ? -1 : current.session.captions.spokenAt(progress.played);
+  if (spoken !== current.spokenWord) {
+    current.spokenWord = spoken;
+    if (spoken >= 0) current.captionTrail.push(spoken);
   }
   render();
+}
+
+/**
+ * Drop the audio still buffered, at once, and time how long the worklet took to confirm.
+ * @param {string} reason  "stop" or "new_question"
+ */
+function silence(reason) {
+  const player = state.player;
+  if (player === null) return;
+  player.reset();
+  const stop = { reason, silentMs: /** @type {number | null} */ (null), outputLatencyMs: player.outputLatencyS * 1000 };
+  state.lastStop = stop;
+  const confirm = () => {
+    if (player.lastResetMs !== null) stop.silentMs = player.lastResetMs;
+    else setTimeout(confirm, 1);
+  };
+  confirm();
+}
+
+function renderConversation() {
+  const conversation = state.conversation;
+  state.sessionId = conversation.sessionId;
+  state.turns = conversation.turns;
+  $("session-id").textContent = `(session ${conversation.sessionId.slice(0, 8)}…)`;
+  const list = $("turns");
+  while (list.children.length > conversation.turns.length) list.lastElementChild?.remove();
+  conversation.turns.forEach((turn, i) => {
+    let item = list.children[i];
+    if (item === undefined) {
+      item = document.createElement("li");
+      item.className = "turn";
+      const user = document.createElement("p");
+      user.className = "user";
+      const assistant = document.createElement("p");
+      assistant.className = "assistant";
+      item.append(user, assistant);
+      list.append(item);
+    }
+    const [user, assistant] = /** @type {HTMLElement[]} */ ([...item.children]);
+    user.textContent = turn.prompt;
+    assistant.textContent = turn.answer;
+    assistant.dataset.result = turn.result;
+  });
+}
+
+/** @param {Record<string, any>} current */
+function renderCaptions(current) {
+  const box = $("captions");
+  const words = current.session.captions.words;
+  if (box.children.length !== words.length) {
+    box.replaceChildren(
+      ...words.map((/** @type {{word: string}} */ w) => {
+        const span = document.createElement("span");
+        span.textContent = w.word;
+        return span;
+      }),
+    );
+    // Spaces between the words, outside the spans, so only the word itself is highlighted.
+    for (const span of [...box.children].slice(1)) span.before(" ");
+  }
+  [...box.children].forEach((span, i) => span.classList.toggle("spoken", i === current.spokenWord));
+  current.captionWords = words.map((/** @type {{word: string}} */ w) => w.word);
 }
 
 function render() {
@@ -68,6 +155,9 @@ function render() {
   if (current === null) return;
   const stats = current.session.stats;
   $("answer").textContent = stats.text;
+  current.turn.answer = stats.text;
+  renderConversation();
+  renderCaptions(current);
   $("first-text").textContent = formatMs(stats.firstTextMs);
   $("first-audio").textContent = formatMs(stats.firstAudioMs);
   $("playback-start").textContent = formatMs(current.playbackStartMs);
@@ -144,28 +234,67 @@ function addRunRow(current) {
   $("runs").querySelector("tbody")?.append(tr);
 }
 
+/** The conversation's socket, (re)opened for the current session id. */
+async function conversationSocket() {
+  const session = state.conversation.sessionId;
+  if (state.socket !== null && state.socket.open && state.socket.session === session) return state.socket;
+  state.socket?.close();
+  const url = new URL(SOCKET_PATH, window.location.href);
+  url.protocol = url.protocol === "https:" ? "wss:" : "ws:";
+  const socket = await AgentSocket.open(url.href, session);
+  state.socket = socket;
+  return socket;
+}
+
+/**
+ * The question's events, over the chosen connection.
+ * @param {string} prompt
+ * @param {"stream" | "batch"} mode
+ * @param {"sse" | "websocket"} transport
+ * @param {AbortSignal} signal
+ * @returns {AsyncGenerator<Record<string, any>>}
+ */
+async function* answerEvents(prompt, mode, transport, signal) {
+  if (transport === "websocket") {
+    yield* (await conversationSocket()).ask({ prompt, mode }, signal);
+  } else {
+    yield* invokeAgent(INVOKE_URL, { prompt, mode }, signal, state.conversation.headers());
+  }
+}
+
 /**
  * @param {string} prompt
  * @param {"stream" | "batch"} mode
+ * @param {"sse" | "websocket"} [transport]
  */
-async function ask(prompt, mode) {
+async function ask(prompt, mode, transport = "sse") {
+  // A new question while one streams or plays is a barge-in: the old one stops here and now.
+  const previous = state.current;
+  if (previous !== null && (!previous.done || !previous.drained)) silence("new_question");
   state.controller?.abort();
   const controller = new AbortController();
   state.controller = controller;
-  $("speak").toggleAttribute("disabled", true); // at once: a second click must not race this one
   try {
     // Created (or resumed) inside the click handler: browsers only let audio start from a gesture.
     // Before the session starts its clock: the first time, loading the worklet takes a while.
     (await playerAt(PROTOCOL_SAMPLE_RATE)).reset();
   } catch (err) {
     showError({ code: "audio_unavailable", message: String(err) });
-    $("speak").toggleAttribute("disabled", false);
     return;
   }
+  if (state.controller !== controller) return; // an even newer question took over meanwhile
   const session = new AnswerSession({ mode, getPlayer: playerAt });
+  const turn = state.conversation.ask(prompt);
   const current = {
     mode,
+    transport,
     session,
+    turn,
+    spokenWord: -1,
+    /** @type {number[]} */
+    captionTrail: [],
+    /** @type {string[]} */
+    captionWords: [],
     done: false,
     drained: false,
     samplesPlayed: 0,
@@ -180,7 +309,7 @@ async function ask(prompt, mode) {
   $("stop").toggleAttribute("disabled", false);
   render();
   try {
-    for await (const event of invokeAgent(INVOKE_URL, { prompt, mode }, controller.signal)) {
+    for await (const event of answerEvents(prompt, mode, transport, controller.signal)) {
       await session.handle(event);
       render();
       if (event.type === "error") break;
@@ -190,6 +319,7 @@ async function ask(prompt, mode) {
     else showStatus(current.drained ? "Done." : "Answer complete; playing out.");
   } catch (err) {
     if (controller.signal.aborted) {
+      turn.result = "stopped";
       if (state.current === current) showStatus("Stopped.");
     } else {
       session.stats.error =
@@ -200,11 +330,14 @@ async function ask(prompt, mode) {
     }
   } finally {
     // A newer question may have replaced this one while it was being stopped: touch only our row.
+    if (turn.result === "streaming") turn.result = session.stats.error ? session.stats.error.code : "ok";
     if (state.current === current) {
       render();
       showError(session.stats.error);
-      $("speak").toggleAttribute("disabled", false);
-      $("stop").toggleAttribute("disabled", true);
+      // Stop stays available while the rest of the answer plays out.
+      if (current.drained || controller.signal.aborted || session.stats.samplesReceived === 0) {
+        $("stop").toggleAttribute("disabled", true);
+      }
     }
     current.error = session.stats.error;
     current.done = true;
@@ -213,8 +346,18 @@ async function ask(prompt, mode) {
 }
 
 function stop() {
+  silence("stop");
   state.controller?.abort();
-  state.player?.reset();
+}
+
+function newConversation() {
+  stop();
+  state.conversation.restart();
+  state.current = null;
+  $("answer").textContent = "";
+  $("captions").replaceChildren();
+  renderConversation();
+  showStatus("New conversation.");
 }
 
 async function checkHealth() {
@@ -235,7 +378,10 @@ $("ask").addEventListener("submit", (event) => {
   const form = /** @type {HTMLFormElement} */ (event.target);
   const data = new FormData(form);
   const mode = data.get("mode") === "batch" ? "batch" : "stream";
-  void ask(String(data.get("prompt") ?? ""), mode);
+  const transport = data.get("transport") === "websocket" ? "websocket" : "sse";
+  void ask(String(data.get("prompt") ?? ""), mode, transport);
 });
 $("stop").addEventListener("click", stop);
+$("new-conversation").addEventListener("click", newConversation);
+renderConversation();
 void checkHealth();

@@ -2,7 +2,8 @@
 //
 // Pure: no DOM, no network. Event types (in order): agent_start, text_delta*, audio_start,
 // audio_chunk* (seq 0, 1, 2, ... no gaps; interleaved with text_delta in stream mode), audio_end,
-// metrics, agent_end; or `error`, after which the stream ends. AgentCore itself reports an
+// metrics, agent_end; or `error`, after which the stream ends. `words` events (word timings for live
+// captions) may come anywhere before audio_end: each times the words of the audio that follows it. AgentCore itself reports an
 // exception raised mid-stream as `{"error": "..."}` with no type: that becomes an `error` event.
 
 /** An error in the stream itself (as opposed to an `error` event the agent sent on purpose). */
@@ -27,6 +28,7 @@ export const EVENT_TYPES = Object.freeze([
   "metrics",
   "agent_end",
   "error",
+  "words",
 ]);
 
 /**
@@ -90,10 +92,35 @@ export function parseAgentEvent(data) {
       requireField(obj, "code", "string");
       requireField(obj, "message", "string");
       break;
+    case "words":
+      checkWords(obj.words);
+      break;
     default:
       break;
   }
   return obj;
+}
+
+/**
+ * A `words` event's list: `{word: string, start_s: number, end_s: number}`, times in seconds from
+ * the first sample of the audio that follows the event, 0 <= start_s <= end_s.
+ * @param {unknown} words
+ */
+function checkWords(words) {
+  if (!Array.isArray(words)) throw new AgentStreamError("invalid_event", "'words' event needs 'words' as array");
+  for (const [i, w] of words.entries()) {
+    const ok =
+      w !== null &&
+      typeof w === "object" &&
+      typeof w.word === "string" &&
+      Number.isFinite(w.start_s) &&
+      Number.isFinite(w.end_s) &&
+      w.start_s >= 0 &&
+      w.end_s >= w.start_s;
+    if (!ok) {
+      throw new AgentStreamError("invalid_event", `'words' entry ${i} needs word, start_s <= end_s (seconds >= 0)`);
+    }
+  }
 }
 
 /** Checks that audio chunks arrive as 0, 1, 2, ... and that audio_end's totals match. */

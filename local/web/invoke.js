@@ -18,13 +18,14 @@ import { SseParser } from "./sse.js";
  * @param {string} url
  * @param {InvokeRequest} request
  * @param {AbortSignal} [signal]
+ * @param {Record<string, string>} [headers]  extra request headers (the conversation's session id)
  * @returns {AsyncGenerator<Record<string, any>>}
  * @throws {AgentStreamError} on an HTTP error, a malformed event or a truncated stream.
  */
-export async function* invokeAgent(url, request, signal) {
+export async function* invokeAgent(url, request, signal, headers = {}) {
   const response = await fetch(url, {
     method: "POST",
-    headers: { "content-type": "application/json", accept: "text/event-stream" },
+    headers: { ...headers, "content-type": "application/json", accept: "text/event-stream" },
     body: JSON.stringify(request),
     signal,
   });

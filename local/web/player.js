@@ -22,6 +22,14 @@ export class StreamPlayer {
   progress = { state: "idle", played: 0, underruns: 0, buffered: 0 };
   /** Called on every progress report from the worklet. @type {(progress: PlayerProgress) => void} */
   onprogress = () => {};
+  /**
+   * Milliseconds from the last reset() until the worklet confirmed it had dropped its buffer (it
+   * outputs silence from its next render quantum on); null until confirmed.
+   * @type {number | null}
+   */
+  lastResetMs = null;
+  /** @type {number | null} */
+  #resetAt = null;
 
   /**
    * @param {AudioContext} context
@@ -32,6 +40,10 @@ export class StreamPlayer {
     this.#node = node;
     node.port.onmessage = (event) => {
       if (event.data.type !== "progress" || event.data.generation !== this.#generation) return;
+      if (this.#resetAt !== null) {
+        this.lastResetMs = performance.now() - this.#resetAt;
+        this.#resetAt = null;
+      }
       const { state, played, underruns, buffered } = event.data;
       this.progress = { state, played, underruns, buffered };
       this.onprogress(this.progress);
@@ -59,6 +71,11 @@ export class StreamPlayer {
     return new StreamPlayer(context, node);
   }
 
+  /** Seconds between the worklet's output and the speaker (what the browser reports). */
+  get outputLatencyS() {
+    return (this.context.baseLatency ?? 0) + (this.context.outputLatency ?? 0);
+  }
+
   get sampleRate() {
     return this.context.sampleRate;
   }
@@ -80,6 +97,8 @@ export class StreamPlayer {
     this.pushed = 0;
     this.progress = { state: "idle", played: 0, underruns: 0, buffered: 0 };
     this.#generation += 1;
+    this.lastResetMs = null;
+    this.#resetAt = performance.now();
     this.#node.port.postMessage({ type: "reset", generation: this.#generation });
   }
 

@@ -2,6 +2,7 @@
 //
 // No DOM: the page renders `AnswerSession.stats`; tests drive it with a fake player.
 
+import { CaptionTrack } from "./captions.js";
 import { AgentStreamError, AudioSequence } from "./events.js";
 import { decodeBase64, Pcm16Decoder, pcm16ToFloat32 } from "./pcm.js";
 
@@ -29,6 +30,9 @@ import { decodeBase64, Pcm16Decoder, pcm16ToFloat32 } from "./pcm.js";
 export class AnswerSession {
   /** @type {AnswerStats} */
   stats;
+  /** Word timings of this answer on its audio timeline (from `words` events). */
+  captions = new CaptionTrack();
+  #sampleRate = 24000;
   #sequence = new AudioSequence();
   #pcm = new Pcm16Decoder();
   #startedAt;
@@ -85,6 +89,7 @@ export class AnswerSession {
         stats.text += event.text;
         break;
       case "audio_start":
+        this.#sampleRate = event.sample_rate;
         this.#player = await this.#getPlayer(event.sample_rate);
         break;
       case "audio_chunk": {
@@ -104,6 +109,9 @@ export class AnswerSession {
           throw new AgentStreamError("odd_audio_length", `the audio ended with half a sample (${event.bytes} bytes)`);
         }
         this.#player?.end();
+        break;
+      case "words":
+        this.captions.add(event.words, stats.samplesReceived, this.#sampleRate);
         break;
       case "metrics":
         stats.serverMetrics = event;

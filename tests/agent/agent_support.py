@@ -26,6 +26,7 @@ from agent_app.speech.websocket import WebSocketTransport
 from kokoro_server.engine import ZeroCostEngine
 from speech_protocol import (
     WS_PATH,
+    Cancel,
     ClientMessage,
     ErrorEvent,
     SynthesisComplete,
@@ -80,6 +81,8 @@ class FakeSpeechServer:
                 text = data if isinstance(data, str) else data.decode()
                 self.received.append((kind, text))
                 message = parse_client_message(text)
+                if isinstance(message, Cancel):
+                    continue  # requests are answered one at a time: the one named is answered already
                 if not isinstance(message, Synthesize):
                     await websocket.close()  # Close: every request is already answered
                     return

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import itertools
+import re
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agent_app.segmenter import SegmenterConfig, SentenceSegmenter
+from agent_app.segmenter import LOOKAHEAD_CAP, SegmenterConfig, SentenceSegmenter, sentence_ends
+from bench.segmenter_cases import CASES
 
 DEFAULT = SegmenterConfig()
 
@@ -63,7 +65,7 @@ def assert_same_text(text: str, chunks: list[str]) -> None:
             ["Use the short form, i.e. The one on top.", "Done now."],
         ),
         ("The U.S. economy grew last year. Prices fell.", ["The U.S. economy grew last year.", "Prices fell."]),
-        ("We flew back to the U.S. Then we rested.", ["We flew back to the U.S.", "Then we rested."]),
+        ("We flew back to the U.S. They rested.", ["We flew back to the U.S.", "They rested."]),
         ("We met at 9 a.m. and left at 5 p.m. on Friday.", ["We met at 9 a.m. and left at 5 p.m. on Friday."]),
         ("The shop opens at 9 a.m. Come early please.", ["The shop opens at 9 a.m.", "Come early please."]),
         ("Apples, pears, etc. are all fruit here. Yes.", ["Apples, pears, etc. are all fruit here.", "Yes."]),
@@ -142,7 +144,7 @@ def test_ellipses(text: str, expected: list[str]) -> None:
     ("text", "expected"),
     [
         ('He said "Go home now." Then he left.', ['He said "Go home now."', "Then he left."]),
-        ("He paused (and it was odd.) Then he left.", ["He paused (and it was odd.)", "Then he left."]),
+        ("He paused (and it was odd.) He left.", ["He paused (and it was odd.) He left."]),
         ("She asked “Why not?” and then she left.", ["She asked “Why not?” and then she left."]),
         ("Really? Yes, really! Are you sure?!", ["Really? Yes, really!", "Are you sure?!"]),
     ],
@@ -248,12 +250,117 @@ def test_a_length_cut_is_released_even_when_short() -> None:
     assert segment("ab      xxxxxxxxxx", config) == ["ab", "xxxxxxxx", "xx"]
 
 
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("He served in the U.S. Army for years. He left.", ["He served in the U.S. Army for years.", "He left."]),
+        ("It opened on Jan. 5 in Rome. We went.", ["It opened on Jan. 5 in Rome.", "We went."]),
+        ("The data in Fig. 3 look odd. Check them.", ["The data in Fig. 3 look odd.", "Check them."]),
+        ("Room No. 5 is free today. Book it.", ["Room No. 5 is free today.", "Book it."]),
+        ("Jones et al. (2021) disagree. They are wrong.", ["Jones et al. (2021) disagree.", "They are wrong."]),
+        ("Turn to p. 55 for the map. It helps.", ["Turn to p. 55 for the map.", "It helps."]),
+        ("We saw Mt. Rainier at dawn. It was pink.", ["We saw Mt. Rainier at dawn.", "It was pink."]),
+        ("Ask Prof. Ng or Gen. Lee now. They know.", ["Ask Prof. Ng or Gen. Lee now.", "They know."]),
+    ],
+    ids=["U.S. Army", "Jan. 5", "Fig. 3", "No. 5", "et al. (2020)", "p. 55", "Mt. name", "titles"],
+)
+def test_no_false_split_at_an_abbreviation_before_a_number_or_a_name(text: str, expected: list[str]) -> None:
+    assert segment(text) == expected
+    assert segment_in_pieces(text, list(range(len(text)))) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (
+            "It was long . . . and then it ended . . . at last. We slept.",
+            ["It was long . . . and then it ended . . . at last.", "We slept."],
+        ),
+        ("**The first point matters.** The second less so.", ["**The first point matters.**", "The second less so."]),
+        ("_This is the key idea._ Remember it well.", ["_This is the key idea._", "Remember it well."]),
+        ("Use `pip install x`. Then run it again.", ["Use `pip install x`.", "Then run it again."]),
+    ],
+    ids=["spaced ellipses", "bold sentence", "italic sentence", "code span"],
+)
+def test_spaced_ellipses_and_markdown_closers(text: str, expected: list[str]) -> None:
+    assert segment(text) == expected
+
+
+@pytest.mark.parametrize(("text", "expected"), CASES, ids=[text[:30] for text, _ in CASES])
+def test_cases_of_the_golden_rules_kinds(text: str, expected: list[str]) -> None:
+    """This project's cases of the kinds pySBD's golden rules test (bench/segmenter_cases.py)."""
+    sentences = SegmenterConfig(min_chars=1, max_chars=1000)
+    assert segment(text, sentences) == expected
+    assert segment_in_pieces(text, list(range(len(text))), sentences) == expected
+
+
+def test_the_splitter_is_asked_about_a_window_ending_one_word_after_the_candidate() -> None:
+    asked: list[str] = []
+
+    def splitter(text: str) -> list[str]:
+        asked.append(text)
+        return [text]  # never a boundary
+
+    segmenter = SentenceSegmenter(splitter=splitter)
+    assert segmenter.feed("Nothing ends here, or. Here") == []
+    assert asked == []  # "Here" may go on
+    assert segmenter.feed(" it is") == []
+    # Asked once, about the text up to the word after the "." and the space after that word.
+    assert asked == ["Nothing ends here, or. Here "]
+    assert segmenter.finish() == ["Nothing ends here, or. Here it is"]
+    assert asked == ["Nothing ends here, or. Here "]  # no sentence mark at the end: nothing to ask
+
+
+def test_a_word_longer_than_the_lookahead_cap_does_not_hold_the_decision() -> None:
+    asked: list[str] = []
+
+    def splitter(text: str) -> list[str]:
+        asked.append(text)
+        return re.split(r"(?<=\.) ", text)
+
+    segmenter = SentenceSegmenter(splitter=splitter)
+    long_word = "x" * (LOOKAHEAD_CAP + 10)
+    assert segmenter.feed("This is the first one. " + long_word[: LOOKAHEAD_CAP - 1]) == []
+    assert segmenter.feed("x") == ["This is the first one."]
+    assert asked == ["This is the first one. " + "x" * LOOKAHEAD_CAP]
+
+
+def test_a_splitter_that_changes_the_text_gives_no_boundary_past_the_change() -> None:
+    segmenter = SentenceSegmenter(splitter=lambda text: [part.upper() for part in text.split(". ")])
+    assert segmenter.feed("One thing ends here. Another one begins. ") == []
+    assert segmenter.finish() == ["One thing ends here. Another one begins."]
+
+
+@pytest.mark.parametrize(
+    ("text", "sentences", "ends"),
+    [
+        ("A b. C d.", ["A b. ", "C d."], [4, 9]),
+        ("  A b.   C d.  ", ["A b.", "C d."], [6, 13]),
+        ("A b. C d.", ["A b.", "X d."], [4]),
+        ("A b. C d.", ["C d.", "A b."], []),
+        ("A b. C d.", ["", "A b.", "  "], [4]),
+    ],
+    ids=["joined", "stripped", "altered", "out of order", "blank"],
+)
+def test_sentence_ends(text: str, sentences: list[str], ends: list[int]) -> None:
+    assert sentence_ends(text, sentences) == ends
+
+
 # --- timing: released as soon as certain, not a sentence later -----------------------------------
 
 
-def test_a_sentence_is_released_by_the_first_letter_after_it() -> None:
+def test_a_sentence_is_released_by_the_end_of_the_word_after_it() -> None:
+    # The splitter decides with the next word in view ("U.S. How" ends, "U.S. Army" does not).
     text = "It costs $29.99 today. Then we left."
-    assert release_points(text) == [("It costs $29.99 today.", text.index("Then")), ("Then we left.", None)]
+    assert release_points(text) == [("It costs $29.99 today.", text.index(" we")), ("Then we left.", None)]
+
+
+def test_a_list_marker_needs_the_word_after_it_too() -> None:
+    text = "1. Buy the milk 2. Bake the bread"
+    assert release_points(text, SegmenterConfig(min_chars=1)) == [
+        ("1. Buy the milk", text.index(" the bread")),
+        ("2. Bake the bread", None),
+    ]
 
 
 def test_a_newline_releases_its_line_at_once() -> None:
@@ -278,7 +385,8 @@ def test_nothing_is_released_while_the_boundary_is_uncertain() -> None:
     assert segmenter.feed(" ") == []
     assert segmenter.feed("economy") == []  # lowercase: not a boundary
     assert segmenter.feed(" is big. ") == []
-    assert segmenter.feed("W") == ["We flew back to the U.S. economy is big."]
+    assert segmenter.feed("We") == []  # "We" may be the start of "Wether"
+    assert segmenter.feed(" ") == ["We flew back to the U.S. economy is big."]
 
 
 def test_flush_releases_the_pending_text_and_goes_on() -> None:

@@ -18,7 +18,9 @@ declares, then `config` on top. Two local inputs are stood in for, never fetched
 Every registered resource (components included, the root stack excluded) is recorded in
 registration order as a `RecordedResource`: type token, logical name, URN, inputs as the engine
 receives them (camelCase keys, secrets unwrapped, assets as `pulumi.FileAsset`, numbers as floats),
-parent URN, dependency URNs, per-property dependency URNs and the retain-on-delete option.
+parent URN, dependency URNs, per-property dependency URNs, the retain-on-delete and
+delete-before-replace options, the provider reference, and the outputs the mock gave it. The
+program's explicit AWS provider (default tags) is recorded too, as `pulumi:providers:aws`.
 
 Invokes are answered for exactly the tokens in `OfflineAws.CALLS`; any other invoke, and any
 resource type without a realistic mock, raises `UnmockedError` (a program change must extend the
@@ -38,7 +40,7 @@ import hashlib
 import tempfile
 import threading
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
@@ -77,6 +79,12 @@ class RecordedResource:
     property_dependencies: dict[str, tuple[str, ...]]
     retain_on_delete: bool = False
     """The `retain_on_delete` resource option: `pulumi destroy` leaves the cloud resource in place."""
+    delete_before_replace: bool = False
+    """The `delete_before_replace` resource option."""
+    provider: str = ""
+    """The provider reference (`<provider URN>::<id>`); empty for components and default providers."""
+    outputs: dict[str, Any] = field(default_factory=dict)
+    """The state the mock gave the resource (physical names, ARNs), as the engine received it."""
 
 
 @dataclass(frozen=True)
@@ -260,6 +268,7 @@ class RecordingMonitor(mocks.MockMonitor):
         response = super().RegisterResource(request)  # type: ignore[no-untyped-call]
         if request.type != "pulumi:pulumi:Stack":
             inputs, _ = rpc.deserialize_properties_unwrap_secrets(request.object)
+            outputs, _ = rpc.deserialize_properties_unwrap_secrets(response.object)
             self._sink.append(
                 RecordedResource(
                     type=request.type,
@@ -272,6 +281,9 @@ class RecordingMonitor(mocks.MockMonitor):
                         key: tuple(value.urns) for key, value in request.propertyDependencies.items()
                     },
                     retain_on_delete=bool(request.retainOnDelete),
+                    delete_before_replace=bool(request.deleteBeforeReplace),
+                    provider=request.provider,
+                    outputs=dict(outputs),
                 )
             )
         return response
@@ -445,7 +457,59 @@ def _agent_runtime(aws: OfflineAws, args: mocks.MockResourceArgs) -> tuple[str, 
     }
 
 
+def _log_group(aws: OfflineAws, args: mocks.MockResourceArgs) -> tuple[str, dict[str, Any]]:
+    name = _auto_name(args)
+    return name, {**args.inputs, "name": name, "arn": aws.arn("logs", f"log-group:{name}")}
+
+
+def _alarm(aws: OfflineAws, args: mocks.MockResourceArgs) -> tuple[str, dict[str, Any]]:
+    name = _auto_name(args)
+    return name, {**args.inputs, "name": name, "arn": aws.arn("cloudwatch", f"alarm:{name}")}
+
+
+def _named_setting(key: str) -> Handler:
+    def handler(aws: OfflineAws, args: mocks.MockResourceArgs) -> tuple[str, dict[str, Any]]:
+        name = _auto_name(args, key)
+        return name, {**args.inputs, key: name}
+
+    return handler
+
+
+def _dashboard(aws: OfflineAws, args: mocks.MockResourceArgs) -> tuple[str, dict[str, Any]]:
+    name = str(args.inputs["dashboardName"])
+    return name, {**args.inputs, "dashboardArn": f"arn:{PARTITION}:cloudwatch::{ACCOUNT_ID}:dashboard/{name}"}
+
+
+def _topic(aws: OfflineAws, args: mocks.MockResourceArgs) -> tuple[str, dict[str, Any]]:
+    name = _auto_name(args)
+    arn = aws.arn("sns", name)
+    return arn, {**args.inputs, "name": name, "arn": arn}
+
+
+def _subscription(aws: OfflineAws, args: mocks.MockResourceArgs) -> tuple[str, dict[str, Any]]:
+    arn = f"{args.inputs['topic']}:{_suffix(args.name, 36)}"
+    return arn, {**args.inputs, "arn": arn}
+
+
+def _memory(aws: OfflineAws, args: mocks.MockResourceArgs) -> tuple[str, dict[str, Any]]:
+    memory_id = f"{args.inputs['name']}-{_suffix(args.name, 10)}"
+    return memory_id, {**args.inputs, "arn": aws.arn("bedrock-agentcore", f"memory/{memory_id}")}
+
+
+def _provider(aws: OfflineAws, args: mocks.MockResourceArgs) -> tuple[str, dict[str, Any]]:
+    return f"{args.name}-provider", dict(args.inputs)
+
+
 _RESOURCES: Final[dict[str, Handler]] = {
+    "pulumi:providers:aws": _provider,
+    "aws:s3/bucketPolicy:BucketPolicy": _bucket_setting,
+    "aws:cloudwatch/logGroup:LogGroup": _log_group,
+    "aws:cloudwatch/metricAlarm:MetricAlarm": _alarm,
+    "aws:cloudwatch/logMetricFilter:LogMetricFilter": _named_setting("name"),
+    "aws:cloudwatch/dashboard:Dashboard": _dashboard,
+    "aws:sns/topic:Topic": _topic,
+    "aws:sns/topicSubscription:TopicSubscription": _subscription,
+    "aws:bedrock/agentcoreMemory:AgentcoreMemory": _memory,
     "aws:ecr/repository:Repository": _repository,
     "aws:ecr/lifecyclePolicy:LifecyclePolicy": _repository_setting,
     "aws:s3/bucket:Bucket": _bucket,

@@ -1,5 +1,6 @@
 """Pure helpers of the Pulumi program: names, the torch pin parser, the ECR lifecycle rule, weight
-files and their source, the agent's environment, the invoke command, the source tree."""
+files and their source, the agent's environment, the invoke command, the source tree, the default
+tags, the deployment and scaling settings."""
 
 import hashlib
 import json
@@ -14,11 +15,11 @@ from hypothesis import strategies as st
 from agent_app.config import load_config as load_agent_config
 from infra import naming
 from infra.agent import agent_environment, invoke_command
-from infra.config import ConfigError
-from infra.images import registry_host, speech_labels, torch_version
-from infra.program import SourceError, SourceTree
-from infra.speech import container_environment, scalable_resource_id
-from infra.storage import untagged_image_expiry_policy
+from infra.config import AutoscalingConfig, ConfigError
+from infra.images import registry_export, registry_host, speech_labels, torch_version
+from infra.program import SourceError, SourceTree, default_tags
+from infra.speech import container_environment, deployment_config, scalable_resource_id, target_tracking
+from infra.storage import image_lifecycle_policy, tls_only_bucket_policy
 from infra.weights import (
     content_type,
     file_sha256,
@@ -28,6 +29,7 @@ from infra.weights import (
     weights_prefix,
 )
 from kokoro_server.settings import load_settings
+from speech_protocol import emf
 
 RUNTIME_NAME = re.compile(r"[a-zA-Z][a-zA-Z0-9_]{0,47}")
 ENDPOINT_NAME = re.compile(r"[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}")
@@ -37,13 +39,26 @@ ENDPOINT_NAME = re.compile(r"[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}")
 
 def test_names_of_a_plain_stack() -> None:
     assert naming.runtime_name("voicestack", "dev") == "voicestack_dev_agent"
-    assert naming.endpoint_name("voicestack", "dev") == "voicestack-dev-speech"
+    assert naming.memory_name("voicestack", "dev") == "voicestack_dev_memory"
+    assert naming.endpoint_name("voicestack", "dev", "ml.g5.xlarge") == "voicestack-dev-speech-g5-xlarge"
+    assert naming.dashboard_name("voicestack", "dev") == "voicestack-dev"
+
+
+def test_the_endpoint_name_changes_with_the_instance_type_and_nothing_else() -> None:
+    # A type change must replace the endpoint (UpdateEndpoint refuses it while autoscaling is registered).
+    assert naming.endpoint_name("voicestack", "dev", "ml.g6.2xlarge") == "voicestack-dev-speech-g6-2xlarge"
+    assert naming.endpoint_name("voicestack", "dev", "ml.g5.xlarge") != naming.endpoint_name(
+        "voicestack", "dev", "ml.g5.2xlarge"
+    )
 
 
 def test_names_replace_characters_the_services_refuse() -> None:
     assert naming.runtime_name("voicestack", "team-a.prod") == "voicestack_team_a_prod_agent"
-    assert naming.endpoint_name("voicestack", "team_a.prod") == "voicestack-team-a-prod-speech"
+    assert (
+        naming.endpoint_name("voicestack", "team_a.prod", "ml.g5.xlarge") == "voicestack-team-a-prod-speech-g5-xlarge"
+    )
     assert naming.runtime_name("9lives", "dev") == "a_9lives_dev_agent"
+    assert naming.dashboard_name("voicestack", "team a.prod") == "voicestack-team-a-prod"
 
 
 def test_long_names_are_shortened_with_a_digest_that_tells_them_apart() -> None:
@@ -57,7 +72,9 @@ def test_long_names_are_shortened_with_a_digest_that_tells_them_apart() -> None:
 @given(st.text(min_size=1, max_size=120))
 def test_every_stack_name_yields_names_the_services_accept(stack: str) -> None:
     assert RUNTIME_NAME.fullmatch(naming.runtime_name("voicestack", stack))
-    assert ENDPOINT_NAME.fullmatch(naming.endpoint_name("voicestack", stack))
+    assert RUNTIME_NAME.fullmatch(naming.memory_name("voicestack", stack))
+    assert ENDPOINT_NAME.fullmatch(naming.endpoint_name("voicestack", stack, "ml.p4de.24xlarge"))
+    assert re.fullmatch(r"[A-Za-z0-9_-]{1,255}", naming.dashboard_name("voicestack", stack))
 
 
 # --- torch pin ------------------------------------------------------------------------------------
@@ -127,27 +144,62 @@ def test_build_paths_are_relative_to_the_working_directory(tmp_path: Path) -> No
 # --- storage --------------------------------------------------------------------------------------
 
 
-def test_lifecycle_policy_expires_only_untagged_images() -> None:
-    assert untagged_image_expiry_policy(7) == {
+def test_lifecycle_policy_keeps_untagged_images_by_count_and_never_selects_tagged_ones() -> None:
+    assert image_lifecycle_policy(10) == {
         "rules": [
             {
                 "rulePriority": 1,
-                "description": "Expire untagged images 7 days after push",
-                "selection": {
-                    "tagStatus": "untagged",
-                    "countType": "sinceImagePushed",
-                    "countUnit": "days",
-                    "countNumber": 7,
-                },
+                "description": "Keep the 10 newest untagged images (earlier builds), expire older ones",
+                "selection": {"tagStatus": "untagged", "countType": "imageCountMoreThan", "countNumber": 10},
                 "action": {"type": "expire"},
             }
         ]
     }
 
 
-def test_lifecycle_policy_refuses_a_zero_day_expiry() -> None:
-    with pytest.raises(ValueError, match=r"^untagged images must be kept for at least 1 day, got 0$"):
-        untagged_image_expiry_policy(0)
+def test_lifecycle_policy_never_expires_by_age() -> None:
+    # An age rule would expire the digest a rolled-back endpoint still pulls; nothing here counts days.
+    text = json.dumps(image_lifecycle_policy(3))
+    assert "sinceImagePushed" not in text
+    assert "days" not in text
+    assert '"tagStatus": "any"' not in text
+    assert '"tagStatus": "tagged"' not in text
+
+
+def test_lifecycle_policy_refuses_to_keep_nothing() -> None:
+    with pytest.raises(ValueError, match=r"^at least 1 untagged image must be kept, got 0$"):
+        image_lifecycle_policy(0)
+
+
+def test_bucket_policy_denies_every_request_without_tls() -> None:
+    arn = "arn:aws:s3:::weights"
+    assert tls_only_bucket_policy(arn) == {
+        "Version": "2012-10-17",
+        "Statement": [
+            {
+                "Sid": "DenyInsecureTransport",
+                "Effect": "Deny",
+                "Principal": "*",
+                "Action": "s3:*",
+                "Resource": ["arn:aws:s3:::weights", "arn:aws:s3:::weights/*"],
+                "Condition": {"Bool": {"aws:SecureTransport": "false"}},
+            }
+        ],
+    }
+
+
+def test_images_are_pushed_with_docker_v2_manifests() -> None:
+    assert registry_export() == {"registry": {"oci_media_types": False, "push": True}}
+
+
+def test_default_tags_are_project_stack_then_configured_ones() -> None:
+    assert default_tags("voicestack", "dev", ()) == {"project": "voicestack", "stack": "dev"}
+    assert default_tags("voicestack", "dev", (("cost-center", "42"), ("team", "voice"))) == {
+        "project": "voicestack",
+        "stack": "dev",
+        "cost-center": "42",
+        "team": "voice",
+    }
 
 
 # --- weights --------------------------------------------------------------------------------------
@@ -223,21 +275,62 @@ def test_missing_weights_dir_and_missing_files_are_named(tmp_path: Path) -> None
 
 
 def test_container_environment_points_at_the_mounted_weights_and_stays_offline() -> None:
-    assert container_environment() == {
+    assert container_environment("voicestack/dev") == {
         "KOKORO_MODEL_DIR": "/opt/ml/model",
         "KOKORO_ENGINE": "kokoro",
         "KOKORO_DEVICE": "cuda",
         "HF_HUB_OFFLINE": "1",
+        "VOICESTACK_METRICS_NAMESPACE": "voicestack/dev",
     }
 
 
+def test_the_metrics_namespace_variable_is_the_one_the_containers_read() -> None:
+    assert emf.MetricsEmitter.from_env("speech", container_environment("voicestack/dev")).namespace == "voicestack/dev"
+
+
 def test_the_speech_server_reads_the_container_environment_as_intended() -> None:
-    settings = load_settings([], container_environment())
+    settings = load_settings([], container_environment("voicestack/dev"))
     assert (settings.model_dir, settings.engine, settings.device) == (Path("/opt/ml/model"), "kokoro", "cuda")
 
 
 def test_scalable_resource_id() -> None:
     assert scalable_resource_id("voicestack-dev-speech") == "endpoint/voicestack-dev-speech/variant/AllTraffic"
+
+
+def test_deployment_is_blue_green_all_at_once_and_rolls_back_on_the_alarm() -> None:
+    assert deployment_config("speech-5xx") == {
+        "blue_green_update_policy": {
+            "traffic_routing_configuration": {"type": "ALL_AT_ONCE", "wait_interval_in_seconds": 0},
+            "termination_wait_in_seconds": 300,
+            "maximum_execution_timeout_in_seconds": 3600,
+        },
+        "auto_rollback_configuration": {"alarms": [{"alarm_name": "speech-5xx"}]},
+    }
+
+
+def test_scaling_on_concurrent_requests_or_on_open_sessions() -> None:
+    concurrency = AutoscalingConfig(1, 3, 4, "concurrentRequests", 9)
+    sessions = AutoscalingConfig(1, 3, 4, "activeSessions", 9)
+    assert target_tracking(concurrency, "voicestack/dev") == {
+        "target_value": 4.0,
+        "predefined_metric_specification": {
+            "predefined_metric_type": "SageMakerVariantConcurrentRequestsPerModelHighResolution"
+        },
+        "scale_out_cooldown": 60,
+        "scale_in_cooldown": 600,
+    }
+    assert target_tracking(sessions, "voicestack/dev") == {
+        "target_value": 9.0,
+        "customized_metric_specification": {
+            "metric_name": "ActiveSessions",
+            "namespace": "voicestack/dev/logs",
+            "dimensions": [{"name": "Service", "value": "speech"}],
+            "statistic": "Average",
+            "unit": "Count",
+        },
+        "scale_out_cooldown": 60,
+        "scale_in_cooldown": 600,
+    }
 
 
 def test_agent_environment_without_and_with_a_voice() -> None:
@@ -248,6 +341,8 @@ def test_agent_environment_without_and_with_a_voice() -> None:
             speech_mode="batch",
             model_id="amazon.nova-lite-v1:0",
             voice=voice,
+            memory_id="voicestack_dev_memory-abc",
+            metrics_namespace="voicestack/dev",
         )
 
     expected = {
@@ -256,6 +351,8 @@ def test_agent_environment_without_and_with_a_voice() -> None:
         "SPEECH_MODE": "batch",
         "AWS_REGION": "eu-west-1",
         "BEDROCK_MODEL_ID": "amazon.nova-lite-v1:0",
+        "AGENTCORE_MEMORY_ID": "voicestack_dev_memory-abc",
+        "VOICESTACK_METRICS_NAMESPACE": "voicestack/dev",
     }
     assert environment(None) == expected
     assert environment("bf_emma") == {**expected, "SPEECH_VOICE": "bf_emma"}
@@ -268,6 +365,8 @@ def test_the_agent_reads_the_runtime_environment_as_intended() -> None:
         speech_mode="stream",
         model_id="us.anthropic.claude-haiku-4-5-20251001-v1:0",
         voice="af_bella",
+        memory_id="voicestack_dev_memory-abc",
+        metrics_namespace="voicestack/dev",
     )
     config = load_agent_config(environment)
     assert (

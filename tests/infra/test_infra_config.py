@@ -76,7 +76,31 @@ def test_defaults_parse_into_the_documented_stack() -> None:
         bedrock_model_id="us.anthropic.claude-haiku-4-5-20251001-v1:0",
         speech_mode="stream",
         speech_voice=None,
+        log_retention_days=30,
+        alarm_email=None,
+        memory_event_expiry_days=30,
+        tags=(),
     )
+
+
+def test_operations_keys_accept_their_documented_values() -> None:
+    config = parse(
+        autoscalingEnabled="true",
+        autoscalingMetric="activeSessions",
+        autoscalingTargetSessions="12",
+        logRetentionDays="365",
+        alarmEmail="ops@example.com",
+        memoryEventExpiryDays="90",
+        tags='{"team": "voice", "cost-center": "42"}',
+    )
+    assert config.autoscaling == AutoscalingConfig(1, 2, 4, "activeSessions", 12)
+    assert (config.log_retention_days, config.alarm_email, config.memory_event_expiry_days) == (
+        365,
+        "ops@example.com",
+        90,
+    )
+    assert config.tags == (("cost-center", "42"), ("team", "voice"))
+    assert parse(tags="{}").tags == ()
 
 
 def test_empty_weights_dir_and_voice_mean_not_set() -> None:
@@ -196,6 +220,50 @@ MODEL = (
             "(got 'arn:aws:bedrock:us-east-1:123456789012:application-inference-profile/x')",
         ),
         ("speechMode", "fast", "voicestack:speechMode must be one of stream, batch (got 'fast')"),
+        (
+            "autoscalingMetric",
+            "cpu",
+            "voicestack:autoscalingMetric must be one of concurrentRequests, activeSessions (got 'cpu')",
+        ),
+        (
+            "autoscalingTargetSessions",
+            "0",
+            "voicestack:autoscalingTargetSessions must be an integer from 1 to 100 (got '0')",
+        ),
+        (
+            "logRetentionDays",
+            "31",
+            "voicestack:logRetentionDays must be one of the CloudWatch Logs retention periods 1, 3, 5, 7, 14, 30, "
+            "60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922, 3288, 3653 (got '31')",
+        ),
+        (
+            "alarmEmail",
+            "ops",
+            "voicestack:alarmEmail must be empty or one e-mail address (name@example.com) (got 'ops')",
+        ),
+        (
+            "memoryEventExpiryDays",
+            "2",
+            "voicestack:memoryEventExpiryDays must be an integer from 3 to 365 (got '2')",
+        ),
+        (
+            "tags",
+            "team=voice",
+            'voicestack:tags must be a JSON object of string values, e.g. {"team": "voice"} (got \'team=voice\')',
+        ),
+        ("tags", '{"team": 1}', "voicestack:tags value of tag 'team' must be a string (got '{\"team\": 1}')"),
+        (
+            "tags",
+            '{"project": "x"}',
+            "voicestack:tags tag 'project' is reserved: keys may not start with aws: or be one of project, stack "
+            '(got \'{"project": "x"}\')',
+        ),
+        (
+            "tags",
+            '{"aws:owner": "x"}',
+            "voicestack:tags tag 'aws:owner' is reserved: keys may not start with aws: or be one of project, stack "
+            '(got \'{"aws:owner": "x"}\')',
+        ),
         (
             "speechVoice",
             "zz_nobody",

@@ -18,8 +18,9 @@ from infra.iam import (
 SCOPE = AwsScope(partition="aws", region="eu-west-1", account_id="111122223333")
 REPOSITORY = "arn:aws:ecr:eu-west-1:111122223333:repository/storage-images-abc"
 ENDPOINT = "arn:aws:sagemaker:eu-west-1:111122223333:endpoint/voicestack-dev-speech"
+MEMORY_ID = "voicestack_dev_memory-AbCdE12345"
 PREFIX = "hexgrad/Kokoro-82M/f3ff3571791e39611d31c381e3a41a3af07b4987"
-WILDCARD_SIDS = {"GetRegistryToken", "WriteTraces", "WriteMetrics"}
+WILDCARD_SIDS = {"GetRegistryToken", "DescribeLogGroups"}
 """The statements whose actions have no resource-level permissions in AWS."""
 
 
@@ -40,6 +41,7 @@ def agent_policy(model_id: str = "us.anthropic.claude-haiku-4-5-20251001-v1:0") 
         model_id=model_id,
         repository_arn=REPOSITORY,
         runtime_name="voicestack_dev_agent",
+        memory_id=MEMORY_ID,
     )
 
 
@@ -112,26 +114,47 @@ def test_agent_policy_sids_pull_from_the_repository_and_write_its_own_log_groups
         "StreamToSpeechEndpoint",
         "InvokeInferenceProfile",
         "InvokeModelThroughProfile",
+        "UseConversationMemory",
         "PullImage",
         "GetRegistryToken",
         "CreateLogGroup",
         "WriteLogs",
-        "WriteTraces",
-        "WriteMetrics",
+        "DescribeLogGroups",
     ]
     assert statement(document, "PullImage")["Resource"] == [REPOSITORY]
     assert statement(document, "WriteLogs")["Resource"] == [
         "arn:aws:logs:eu-west-1:111122223333:log-group:/aws/bedrock-agentcore/runtimes/voicestack_dev_agent-*:log-stream:*"
     ]
-    assert statement(document, "WriteMetrics")["Condition"] == {
-        "StringEquals": {"cloudwatch:namespace": "bedrock-agentcore"}
+
+
+def test_agent_policy_describes_log_groups_as_aws_own_agentcore_construct_does() -> None:
+    assert statement(agent_policy(), "DescribeLogGroups") == {
+        "Sid": "DescribeLogGroups",
+        "Effect": "Allow",
+        "Action": ["logs:DescribeLogGroups"],
+        "Resource": ["*"],
     }
-    assert statement(document, "WriteTraces")["Action"] == [
-        "xray:GetSamplingRules",
-        "xray:GetSamplingTargets",
-        "xray:PutTelemetryRecords",
-        "xray:PutTraceSegments",
-    ]
+
+
+def test_agent_policy_uses_exactly_its_own_memory_with_what_the_session_manager_calls() -> None:
+    assert statement(agent_policy(), "UseConversationMemory") == {
+        "Sid": "UseConversationMemory",
+        "Effect": "Allow",
+        "Action": [
+            "bedrock-agentcore:CreateEvent",
+            "bedrock-agentcore:DeleteEvent",
+            "bedrock-agentcore:GetEvent",
+            "bedrock-agentcore:ListEvents",
+            "bedrock-agentcore:RetrieveMemoryRecords",
+        ],
+        "Resource": [f"arn:aws:bedrock-agentcore:eu-west-1:111122223333:memory/{MEMORY_ID}"],
+    }
+
+
+def test_agent_policy_grants_no_traces_and_no_metric_api() -> None:
+    # The containers print EMF lines on stdout and send no traces: nothing may call X-Ray or PutMetricData.
+    actions = [action for entry in agent_policy()["Statement"] for action in entry["Action"]]
+    assert [action for action in actions if action.startswith(("xray:", "cloudwatch:"))] == []
 
 
 def test_foundation_model_id_resolves_to_one_regional_arn_without_profile() -> None:
@@ -181,9 +204,10 @@ def test_partition_reaches_every_arn() -> None:
         model_id="amazon.nova-lite-v1:0",
         repository_arn="arn:aws-cn:ecr:cn-north-1:111122223333:repository/r",
         runtime_name="r",
+        memory_id="m-1",
     )
     arns = [arn for entry in document["Statement"] for arn in entry["Resource"] if arn != "*"]
-    assert len(arns) == 5, arns
+    assert len(arns) == 6, arns
     assert all(arn.startswith("arn:aws-cn:") for arn in arns), arns
 
 

@@ -35,6 +35,11 @@ MODEL = "aws:sagemaker/model:Model"
 IMAGE = "docker-build:index:Image"
 OBJECT = "aws:s3/bucketObjectv2:BucketObjectv2"
 ROLE_POLICY = "aws:iam/rolePolicy:RolePolicy"
+LOG_GROUP = "aws:cloudwatch/logGroup:LogGroup"
+ALARM = "aws:cloudwatch/metricAlarm:MetricAlarm"
+FILTER = "aws:cloudwatch/logMetricFilter:LogMetricFilter"
+SPEECH_METRIC_NAMES = ("TimeToFirstAudio", "SynthesisRTF", "Cancels", "Errors", "ActiveSessions", "QueuedRequests")
+DEV_ENDPOINT = "voicestack-dev-speech-g5-xlarge"
 SCALING = {
     ("aws:appautoscaling/target:Target", "speech-scaling-target"),
     ("aws:appautoscaling/policy:Policy", "speech-scaling-policy"),
@@ -70,6 +75,29 @@ EXPECTED = {
     ("aws:iam/role:Role", "agent-role"),
     (ROLE_POLICY, "agent-role-policy"),
     (RUNTIME, "agent-runtime"),
+    ("pulumi:providers:aws", "aws"),
+    ("aws:s3/bucketPolicy:BucketPolicy", "storage-weights-tls-only"),
+    ("voicestack:index:Alerts", "alerts"),
+    ("aws:sns/topic:Topic", "alerts-topic"),
+    (LOG_GROUP, "speech-logs"),
+    (ALARM, "speech-5xx"),
+    ("aws:bedrock/agentcoreMemory:AgentcoreMemory", "agent-memory"),
+    (LOG_GROUP, "agent-logs"),
+    ("voicestack:index:Monitoring", "monitoring"),
+    *((FILTER, f"monitoring-speech-{name}") for name in SPEECH_METRIC_NAMES),
+    *((FILTER, f"monitoring-agent-{name}") for name in ("TimeToFirstText", "TimeToFirstAudio", "Invocations")),
+    *(
+        (ALARM, f"monitoring-{key}")
+        for key in (
+            "model-latency-p99",
+            "memory",
+            "gpu-memory",
+            "agent-system-errors",
+            "agent-throttles",
+            "time-to-first-audio-p95",
+        )
+    ),
+    ("aws:cloudwatch/dashboard:Dashboard", "monitoring-dashboard"),
 }
 
 
@@ -119,7 +147,7 @@ def test_the_dev_stack_declares_exactly_these_resources(dev: ProgramRun) -> None
 def test_children_are_parented_and_named_after_their_component(dev: ProgramRun) -> None:
     components = {resource.urn: resource for resource in dev.resources if resource.type.startswith("voicestack:")}
     for resource in dev.resources:
-        if resource.urn in components:
+        if resource.urn in components or resource.type.startswith("pulumi:providers:"):
             assert resource.parent.endswith("::pulumi:pulumi:Stack::voicestack-dev"), resource.urn
         else:
             assert resource.parent in components, resource.urn
@@ -146,7 +174,8 @@ def test_the_runtime_depends_on_the_endpoint(dev: ProgramRun) -> None:
     runtime = find(dev.resources, RUNTIME, "agent-runtime")
     endpoint = find(dev.resources, ENDPOINT, "speech-endpoint")
     assert depends_on(dev.resources, runtime, endpoint), runtime.urn
-    assert runtime.property_dependencies["environmentVariables"] == (endpoint.urn,), runtime.urn
+    memory = find(dev.resources, "aws:bedrock/agentcoreMemory:AgentcoreMemory", "agent-memory")
+    assert set(runtime.property_dependencies["environmentVariables"]) == {endpoint.urn, memory.urn}, runtime.urn
     assert not depends_on(dev.resources, endpoint, runtime), endpoint.urn
 
 
@@ -154,14 +183,17 @@ def test_the_runtime_environment_is_exactly_the_agent_contract(dev: ProgramRun, 
     runtime = find(dev.resources, RUNTIME, "agent-runtime")
     assert runtime.inputs["environmentVariables"] == {
         "SPEECH_TRANSPORT": "sagemaker",
-        "SPEECH_ENDPOINT_NAME": "voicestack-dev-speech",
+        "SPEECH_ENDPOINT_NAME": DEV_ENDPOINT,
         "SPEECH_MODE": "stream",
         "AWS_REGION": "us-east-1",
         "BEDROCK_MODEL_ID": "us.anthropic.claude-haiku-4-5-20251001-v1:0",
+        "AGENTCORE_MEMORY_ID": dev.outputs["memoryId"],
+        "VOICESTACK_METRICS_NAMESPACE": "voicestack/dev",
     }, runtime.urn
+    assert dev.outputs["memoryId"].startswith("voicestack_dev_memory-")
     prod_runtime = find(production.resources, RUNTIME, "agent-runtime")
     assert prod_runtime.inputs["environmentVariables"]["SPEECH_VOICE"] == "bf_emma", prod_runtime.urn
-    assert prod_runtime.inputs["environmentVariables"]["SPEECH_ENDPOINT_NAME"] == "voicestack-prod-speech"
+    assert prod_runtime.inputs["environmentVariables"]["SPEECH_ENDPOINT_NAME"] == "voicestack-prod-speech-g5-xlarge"
 
 
 def test_the_runtime_is_named_and_runs_the_agent_image_by_digest(dev: ProgramRun) -> None:
@@ -181,7 +213,7 @@ def test_the_invoke_permission_names_exactly_the_endpoint_arn(dev: ProgramRun) -
     policy = find(dev.resources, ROLE_POLICY, "agent-role-policy")
     statements = json.loads(policy.inputs["policy"])["Statement"]
     invoke = [entry for entry in statements if "sagemaker:InvokeEndpointWithBidirectionalStream" in entry["Action"]]
-    expected_arn = f"arn:aws:sagemaker:us-east-1:{ACCOUNT_ID}:endpoint/voicestack-dev-speech"
+    expected_arn = f"arn:aws:sagemaker:us-east-1:{ACCOUNT_ID}:endpoint/{DEV_ENDPOINT}"
     assert invoke == [
         {
             "Sid": "StreamToSpeechEndpoint",
@@ -211,7 +243,9 @@ def test_images_platforms_labels_context_and_registry(dev: ProgramRun) -> None:
         (speech, "images/kokoro/Dockerfile", "speech"),
         (agent, "agent_app/Dockerfile", "agent"),
     ):
-        assert image.inputs["push"] is True, image.urn
+        # Docker v2 manifests: SageMaker CreateModel rejects OCI ones, which push=True leaves to BuildKit.
+        assert image.inputs["push"] is False, image.urn
+        assert image.inputs["exports"] == [{"registry": {"ociMediaTypes": False, "push": True}}], image.urn
         assert (Path.cwd() / image.inputs["context"]["location"]).resolve() == REPO_ROOT, image.urn
         assert (Path.cwd() / image.inputs["dockerfile"]["location"]).resolve() == REPO_ROOT / dockerfile, image.urn
         assert image.inputs["tags"] == [f"{repository}:{tag}"], image.urn
@@ -228,7 +262,7 @@ def test_the_model_mounts_the_prefix_the_weights_were_uploaded_to(dev: ProgramRu
     assert container["modelDataSource"] == {
         "s3DataSources": [{"s3Uri": f"s3://{bucket}/{prefix}/", "s3DataType": "S3Prefix", "compressionType": "None"}]
     }, model.urn
-    assert container["environment"] == container_environment(), model.urn
+    assert container["environment"] == container_environment("voicestack/dev"), model.urn
     assert container["image"] == dev.outputs["speechImageUri"], model.urn
     assert model.inputs["enableNetworkIsolation"] is True, model.urn
     objects = [resource for resource in dev.resources if resource.type == OBJECT]
@@ -275,7 +309,7 @@ def test_endpoint_configuration_sizes_and_timeouts(dev: ProgramRun) -> None:
     }, config.urn
     assert config.property_dependencies["productionVariants"] == (model.urn,), config.urn
     endpoint = find(dev.resources, ENDPOINT, "speech-endpoint")
-    assert endpoint.inputs["name"] == "voicestack-dev-speech", endpoint.urn
+    assert endpoint.inputs["name"] == DEV_ENDPOINT, endpoint.urn
     assert endpoint.property_dependencies["endpointConfigName"] == (config.urn,), endpoint.urn
 
 
@@ -300,8 +334,11 @@ def test_retain_storage_flips_force_destroy_and_force_delete(
     repository = find(resources, "aws:ecr/repository:Repository", "storage-images")
     assert bucket.inputs["forceDestroy"] is (not retained), bucket.urn
     assert repository.inputs["forceDelete"] is (not retained), repository.urn
-    kept = [r for r in resources if r.parent.endswith(("$voicestack:index:Storage::storage", "WeightCache::weights"))]
-    assert len(kept) == 11
+    memory = find(resources, "aws:bedrock/agentcoreMemory:AgentcoreMemory", "agent-memory")
+    kept = [
+        r for r in resources if r.parent.endswith(("$voicestack:index:Storage::storage", "WeightCache::weights"))
+    ] + [memory]
+    assert len(kept) == 13
     for resource in kept:
         assert resource.retain_on_delete is retained, resource.urn
     for resource in resources:
@@ -348,7 +385,7 @@ def test_autoscaling_tracks_concurrency_on_the_endpoint_variant(production: Prog
     assert target.inputs == {
         "serviceNamespace": "sagemaker",
         "scalableDimension": "sagemaker:variant:DesiredInstanceCount",
-        "resourceId": "endpoint/voicestack-prod-speech/variant/AllTraffic",
+        "resourceId": "endpoint/voicestack-prod-speech-g5-xlarge/variant/AllTraffic",
         "minCapacity": 1,
         "maxCapacity": 3,
     }, target.urn
@@ -369,7 +406,7 @@ def test_stack_outputs(dev: ProgramRun) -> None:
     outputs: dict[str, Any] = dev.outputs
     runtime_arn = outputs["agentRuntimeArn"]
     assert runtime_arn.startswith(f"arn:aws:bedrock-agentcore:us-east-1:{ACCOUNT_ID}:runtime/voicestack_dev_agent-")
-    assert outputs["speechEndpointName"] == "voicestack-dev-speech"
+    assert outputs["speechEndpointName"] == DEV_ENDPOINT
     assert outputs["agentRuntimeName"] == "voicestack_dev_agent"
     assert outputs["weightsPrefix"] == weights_prefix()
     assert outputs["weightsS3Uri"] == f"s3://{outputs['weightsBucket']}/{weights_prefix()}/"
@@ -391,7 +428,14 @@ def test_stack_outputs(dev: ProgramRun) -> None:
         "weightsS3Uri",
         "region",
         "invokeCommand",
+        "memoryId",
+        "dashboardUrl",
+        "alarmTopicArn",
     }
+    assert outputs["dashboardUrl"] == (
+        "https://us-east-1.console.aws.amazon.com/cloudwatch/home?region=us-east-1#dashboards/dashboard/voicestack-dev"
+    )
+    assert re.fullmatch(rf"arn:aws:sns:us-east-1:{ACCOUNT_ID}:alerts-topic-[0-9a-f]{{7}}", outputs["alarmTopicArn"])
 
 
 def test_the_region_follows_the_provider(dev: ProgramRun) -> None:

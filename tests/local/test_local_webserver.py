@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import socket
 import threading
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import httpx
@@ -15,6 +15,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
+from local.guard import host_problem
 from local.webserver import WebServerConfig, parse_args
 from tests.local.local_fakes import WebStacks, paced_script, serve
 
@@ -138,3 +139,148 @@ def test_parse_args_rejects_a_read_timeout_that_is_not_positive(capsys: pytest.C
         parse_args(["--read-timeout", "0"])
     assert exit_info.value.code == 2
     assert "--read-timeout must be > 0 seconds, got 0.0" in capsys.readouterr().err
+
+
+# --- only its own page may drive the agent ---------------------------------------------------------
+
+
+def test_invoke_accepts_its_own_page_origin(web_stacks: WebStacks) -> None:
+    stack = web_stacks.start(paced_script(lambda _: [b'data: {"type": "agent_end"}\n\n']))
+    headers = {"Origin": stack.url, "Sec-Fetch-Site": "same-origin"}
+    with httpx.Client(base_url=stack.url) as client:
+        response = client.post("/api/invoke", json={"prompt": "hi"}, headers=headers)
+    assert (response.status_code, response.text) == (200, 'data: {"type": "agent_end"}\n\n')
+    assert stack.agent.requests == [{"prompt": "hi"}]
+
+
+@pytest.mark.parametrize(
+    ("headers", "message"),
+    [
+        (
+            {"Origin": "https://evil.example"},
+            "Origin 'https://evil.example' is not this page's (http://{host}); only this server's page may call it",
+        ),
+        ({"Origin": "null"}, "Origin 'null' is not this page's (http://{host}); only this server's page may call it"),
+        (
+            {"Sec-Fetch-Site": "cross-site"},
+            "cross-site request (Sec-Fetch-Site: cross-site); only this server's page may call it",
+        ),
+        (
+            {"Origin": "http://localhost:1"},
+            "Origin 'http://localhost:1' is not this page's (http://{host}); only this server's page may call it",
+        ),
+    ],
+)
+def test_invoke_refuses_another_site(web_stacks: WebStacks, headers: dict[str, str], message: str) -> None:
+    stack = web_stacks.start(paced_script(lambda _: []))
+    host = stack.url.removeprefix("http://")
+    with httpx.Client(base_url=stack.url) as client:
+        response = client.post("/api/invoke", json={"prompt": "hi"}, headers=headers)
+    assert (response.status_code, response.json()) == (
+        403,
+        {"error": {"code": "cross_origin", "message": message.format(host=host)}},
+    )
+    assert stack.agent.requests == []
+
+
+@pytest.mark.parametrize("path", ["/api/invoke", "/api/health", "/"])
+def test_a_dns_rebinding_host_is_refused_everywhere(web_stacks: WebStacks, path: str) -> None:
+    stack = web_stacks.start(paced_script(lambda _: []))
+    port = stack.url.rsplit(":", 1)[1]
+    headers = {"Host": f"rebind.example:{port}", "Origin": f"http://rebind.example:{port}"}
+    with httpx.Client(base_url=stack.url) as client:
+        if path == "/api/invoke":
+            response = client.post(path, json={"prompt": "hi"}, headers=headers)
+        else:
+            response = client.get(path, headers=headers)
+    assert (response.status_code, response.json()) == (
+        421,
+        {
+            "error": {
+                "code": "wrong_host",
+                "message": f"Host 'rebind.example:{port}' is not this server; open the page at http://127.0.0.1:{port}/",
+            }
+        },
+    )
+    assert stack.agent.requests == []
+
+
+def test_localhost_is_the_same_server(web_stacks: WebStacks) -> None:
+    stack = web_stacks.start(paced_script(lambda _: []))
+    port = stack.url.rsplit(":", 1)[1]
+    with httpx.Client(base_url=stack.url) as client:
+        response = client.get("/", headers={"Host": f"localhost:{port}"})
+        wrong_port = client.get("/", headers={"Host": "localhost:1"})
+    assert response.status_code == 200
+    assert wrong_port.status_code == 421
+
+
+def test_invoke_refuses_a_body_over_the_limit(web_stacks: WebStacks) -> None:
+    stack = web_stacks.start(paced_script(lambda _: []))
+    limit = WebServerConfig().max_body_bytes
+    big = b'{"prompt": "' + b"a" * limit + b'"}'
+
+    def chunks() -> Iterator[bytes]:  # no Content-Length: the server must count
+        yield big[: limit // 2]
+        yield big[limit // 2 :]
+
+    with httpx.Client(base_url=stack.url) as client:
+        declared = client.post("/api/invoke", content=big, headers={"content-type": "application/json"})
+        streamed = client.post("/api/invoke", content=chunks(), headers={"content-type": "application/json"})
+    assert (declared.status_code, declared.json()["error"]) == (
+        413,
+        {"code": "body_too_large", "message": f"the body has {len(big)} bytes; the limit is {limit}"},
+    )
+    assert (streamed.status_code, streamed.json()["error"]) == (
+        413,
+        {"code": "body_too_large", "message": f"the body has over {limit} bytes; the limit is {limit}"},
+    )
+    assert stack.agent.requests == []
+
+
+def test_invoke_refuses_a_body_that_is_not_json(web_stacks: WebStacks) -> None:
+    stack = web_stacks.start(paced_script(lambda _: []))
+    with httpx.Client(base_url=stack.url) as client:
+        response = client.post("/api/invoke", content=b"prompt=hi", headers={"content-type": "text/plain"})
+    assert (response.status_code, response.json()["error"]) == (
+        415,
+        {"code": "not_json", "message": "the body must be application/json, got text/plain"},
+    )
+    assert stack.agent.requests == []
+
+
+@pytest.mark.parametrize(
+    ("host", "server", "expected"),
+    [
+        ("127.0.0.1:8000", ("127.0.0.1", 8000), None),
+        ("LOCALHOST:8000", ("127.0.0.1", 8000), None),
+        ("[::1]:8000", ("::1", 8000), None),
+        ("192.168.1.5:8000", ("192.168.1.5", 8000), None),
+        (
+            "192.168.1.5:8000",
+            ("0.0.0.0", 8000),
+            "Host '192.168.1.5:8000' is not this server; open the page at http://127.0.0.1:8000/",
+        ),
+        (
+            "127.0.0.1",
+            ("127.0.0.1", 8000),
+            "Host '127.0.0.1' is not this server; open the page at http://127.0.0.1:8000/",
+        ),
+        (None, ("127.0.0.1", 8000), "the request has no Host header"),
+        ("127.0.0.1:8000", None, "the server address is unknown"),
+    ],
+)
+def test_host_problem(host: str | None, server: tuple[str, int] | None, expected: str | None) -> None:
+    assert host_problem(host, server) == expected
+
+
+def test_parse_args_body_limit_from_flag_and_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert parse_args(["--max-body-bytes", "100"]).max_body_bytes == 100
+    monkeypatch.setenv("VOICESTACK_WEB_MAX_BODY_BYTES", "2048")
+    assert parse_args([]).max_body_bytes == 2048
+
+
+def test_parse_args_rejects_a_body_limit_below_one(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        parse_args(["--max-body-bytes", "0"])
+    assert "--max-body-bytes must be at least 1, got 0" in capsys.readouterr().err

@@ -149,11 +149,13 @@ def test_invoke_widened_to_any_resource_fails_the_invoke_and_resource_rules(
         ("agent-invokes-only-speech-endpoint", find(graph, RUNTIME, "agent-runtime").urn),
     ]
     assert findings[1].message == (
-        f"The role of AgentCore runtime 'agent-runtime' may call {INVOKE} only on endpoint voicestack-dev-speech; "
+        f"The role of AgentCore runtime 'agent-runtime' may call {INVOKE} only on endpoint "
+        "voicestack-dev-speech-g5-xlarge; "
         'statement "StreamToSpeechEndpoint" of its policy also allows it on "*".'
     )
     assert findings[2].message == (
-        f"The role of AgentCore runtime 'agent-runtime' must allow {INVOKE} on endpoint voicestack-dev-speech; "
+        f"The role of AgentCore runtime 'agent-runtime' must allow {INVOKE} on endpoint "
+        "voicestack-dev-speech-g5-xlarge; "
         "none of its policies does."
     )
 

@@ -31,9 +31,11 @@ LABEL = "com.amazonaws.sagemaker.capabilities.bidirectional-streaming"
 EXPECTED_POLICIES = {
     "speech-image-bidirectional-streaming": "mandatory",
     "speech-image-torch-version": "mandatory",
+    "speech-image-docker-manifest": "mandatory",
     "iam-no-wildcard-actions": "mandatory",
     "iam-scoped-resources": "mandatory",
     "agent-invokes-only-speech-endpoint": "mandatory",
+    "iam-actions-exist": "mandatory",
     "s3-bucket-encrypted": "mandatory",
     "s3-bucket-blocks-public-access": "mandatory",
     "ecr-scan-on-push": "mandatory",
@@ -115,7 +117,13 @@ def struct(props: Mapping[str, object]) -> struct_pb2.Struct:
 
 
 def analyze_image(analyzer: analyzer_pb2_grpc.AnalyzerStub, labels: object) -> list[analyzer_pb2.AnalyzeDiagnostic]:
-    props = {"dockerfile": {"location": "images/kokoro/Dockerfile"}, "context": {"location": "."}, "labels": labels}
+    props = {
+        "dockerfile": {"location": "images/kokoro/Dockerfile"},
+        "context": {"location": "."},
+        "labels": labels,
+        "push": False,
+        "exports": [{"registry": {"ociMediaTypes": False, "push": True}}],
+    }
     request = analyzer_pb2.AnalyzeRequest(
         type="docker-build:index:Image",
         name="images-speech",

@@ -1,0 +1,49 @@
+// Live captions: the words of an answer placed on its audio timeline, and the word being spoken.
+//
+// Pure: no DOM. A `words` event times words from the first sample of the audio that follows it,
+// so each word is placed at (samples received before the event + its time) on the answer's sample
+// timeline, the same timeline the player counts samples played on (both restart per answer).
+
+/**
+ * @typedef {object} TimedWord
+ * @property {string} word
+ * @property {number} startSample  first sample of the word on the answer's timeline
+ * @property {number} endSample    one past its last sample
+ */
+
+export class CaptionTrack {
+  /** @type {TimedWord[]} */
+  words = [];
+
+  /**
+   * Place a `words` event's words after `samplesBefore` samples of audio already received.
+   * @param {{word: string, start_s: number, end_s: number}[]} words
+   * @param {number} samplesBefore
+   * @param {number} sampleRate  of the answer's audio
+   */
+  add(words, samplesBefore, sampleRate) {
+    for (const w of words) {
+      this.words.push({
+        word: w.word,
+        startSample: samplesBefore + Math.round(w.start_s * sampleRate),
+        endSample: samplesBefore + Math.round(w.end_s * sampleRate),
+      });
+    }
+  }
+
+  /**
+   * Index of the word being spoken once `played` samples have been played, or -1 (before the
+   * first word, after the last). In a pause between two words the earlier one stays marked, so
+   * the highlight does not flicker. Words come in audio order: a scan from the end.
+   * @param {number} played
+   */
+  spokenAt(played) {
+    for (let i = this.words.length - 1; i >= 0; i -= 1) {
+      if (this.words[i].startSample <= played) {
+        const last = i === this.words.length - 1;
+        return last && played >= this.words[i].endSample ? -1 : i;
+      }
+    }
+    return -1;
+  }
+}

@@ -1,0 +1,228 @@
+"""Every resource of the graph, as the API request AWS receives, checked against botocore's service models.
+
+The mocks echo whatever they are given; here each recorded resource becomes the create call the AWS
+provider makes (tests/infra/aws_api.py) and is validated: unknown keys, missing required members,
+types, enum values, lengths, ranges and patterns. Mutations prove that the check can fail.
+"""
+
+import copy
+import json
+from typing import Any
+
+import pytest
+
+from tests.infra.aws_api import TRANSLATORS, ApiRequest, UntranslatedInput, requests_for, validate
+from tests.infra.pulumi_harness import ProgramRun, RecordedResource, run_program
+
+CONFIGS = {
+    "dev": {},
+    "everything": {
+        "retainStorage": "true",
+        "autoscalingEnabled": "true",
+        "autoscalingMaxCapacity": "3",
+        "autoscalingMetric": "activeSessions",
+        "alarmEmail": "ops@example.com",
+        "tags": '{"team": "voice"}',
+        "speechVoice": "bf_emma",
+    },
+    "concurrency": {"autoscalingEnabled": "true", "instanceType": "ml.g6e.2xlarge", "logRetentionDays": "3653"},
+}
+
+
+_RUNS: dict[str, ProgramRun] = {}
+
+
+def program(config: str) -> ProgramRun:
+    """One run per configuration for the whole module (each run costs seconds)."""
+    if config not in _RUNS:
+        _RUNS[config] = run_program(CONFIGS[config])
+    return _RUNS[config]
+
+
+@pytest.fixture(scope="module", params=sorted(CONFIGS))
+def run(request: pytest.FixtureRequest) -> ProgramRun:
+    return program(request.param)
+
+
+def default_tags(run: ProgramRun) -> dict[str, str]:
+    [provider] = [r for r in run.resources if r.type == "pulumi:providers:aws"]
+    tags: dict[str, str] = json.loads(provider.inputs["defaultTags"])["tags"]
+    return tags
+
+
+def aws_resources(run: ProgramRun) -> list[RecordedResource]:
+    return [r for r in run.resources if r.type.startswith("aws:")]
+
+
+def all_requests(run: ProgramRun) -> list[ApiRequest]:
+    tags = default_tags(run)
+    return [request for resource in aws_resources(run) for request in requests_for(resource, tags)]
+
+
+def test_every_request_is_valid_for_its_api_model(run: ProgramRun) -> None:
+    for request in all_requests(run):
+        assert validate(request) == [], f"{request.source}: {request.operation}"
+
+
+def test_every_aws_resource_type_is_translated(run: ProgramRun) -> None:
+    assert {r.type for r in aws_resources(run)} <= set(TRANSLATORS)
+
+
+def test_the_operations_cover_what_the_stack_creates() -> None:
+    operations = {(r.service, r.operation) for r in all_requests(program("everything"))}
+    assert operations == {
+        ("sagemaker", "CreateModel"),
+        ("sagemaker", "CreateEndpointConfig"),
+        ("sagemaker", "CreateEndpoint"),
+        ("bedrock-agentcore-control", "CreateAgentRuntime"),
+        ("bedrock-agentcore-control", "CreateMemory"),
+        ("ecr", "CreateRepository"),
+        ("ecr", "PutLifecyclePolicy"),
+        ("s3", "CreateBucket"),
+        ("s3", "PutBucketTagging"),
+        ("s3", "PutBucketEncryption"),
+        ("s3", "PutPublicAccessBlock"),
+        ("s3", "PutBucketPolicy"),
+        ("s3", "PutObject"),
+        ("iam", "CreateRole"),
+        ("iam", "PutRolePolicy"),
+        ("application-autoscaling", "RegisterScalableTarget"),
+        ("application-autoscaling", "PutScalingPolicy"),
+        ("cloudwatch", "PutMetricAlarm"),
+        ("cloudwatch", "PutDashboard"),
+        ("logs", "CreateLogGroup"),
+        ("logs", "PutRetentionPolicy"),
+        ("logs", "PutMetricFilter"),
+        ("sns", "CreateTopic"),
+        ("sns", "Subscribe"),
+    }
+
+
+def test_every_taggable_request_carries_the_default_tags() -> None:
+    run = program("everything")
+    expected = {"project": "voicestack", "stack": "dev", "team": "voice"}
+    tagged = 0
+    for request in all_requests(run):
+        tags = request.params.get("Tags", request.params.get("tags"))
+        if request.operation == "PutBucketTagging":
+            tags = request.params["Tagging"]["TagSet"]
+        if tags is None:
+            continue
+        tagged += 1
+        as_dict = tags if isinstance(tags, dict) else {entry["Key"]: entry["Value"] for entry in tags}
+        assert as_dict == expected, f"{request.source}: {request.operation}"
+    # Repository, 2 roles, model, endpoint config, endpoint, scalable target, runtime, memory, 2 log groups,
+    # topic, 7 alarms, and the bucket's PutBucketTagging (objects carry them in their Tagging header).
+    assert tagged == 20
+
+
+def find_request(run: ProgramRun, operation: str) -> ApiRequest:
+    matches = [r for r in all_requests(run) if r.operation == operation]
+    assert matches, operation
+    return matches[0]
+
+
+def mutated(request: ApiRequest, path: tuple[str | int, ...], value: Any) -> ApiRequest:
+    params = copy.deepcopy(request.params)
+    node: Any = params
+    for key in path[:-1]:
+        node = node[key]
+    if value is DELETE:
+        del node[path[-1]]
+    else:
+        node[path[-1]] = value
+    return ApiRequest(request.service, request.operation, params, request.source)
+
+
+DELETE = object()
+
+
+@pytest.fixture(scope="module")
+def dev() -> ProgramRun:
+    return program("dev")
+
+
+def test_an_unknown_inference_ami_version_fails(dev: ProgramRun) -> None:
+    request = find_request(dev, "CreateEndpointConfig")
+    wrong = mutated(request, ("ProductionVariants", 0, "InferenceAmiVersion"), "al2-ami-sagemaker-inference-gpu-9")
+    [problem] = validate(wrong)
+    assert problem.startswith(
+        "CreateEndpointConfig.ProductionVariants[0].InferenceAmiVersion: 'al2-ami-sagemaker-inference-gpu-9' is not "
+        "one of al2-ami-sagemaker-inference-gpu-2, "
+    ), problem
+    assert "al2-ami-sagemaker-inference-gpu-3-1" in problem
+
+
+@pytest.mark.parametrize(
+    ("operation", "path", "value", "expected"),
+    [
+        (
+            "CreateEndpointConfig",
+            ("ProductionVariants", 0, "InstanceType"),
+            "ml.g5.tiny",
+            "CreateEndpointConfig.ProductionVariants[0].InstanceType: 'ml.g5.tiny' is not one of",
+        ),
+        ("CreateModel", ("PrimaryContainer", "Imagee"), "x", 'Unknown parameter in PrimaryContainer: "Imagee"'),
+        ("PutMetricFilter", ("filterPattern",), DELETE, 'Missing required parameter in input: "filterPattern"'),
+        (
+            "CreateModel",
+            ("PrimaryContainer", "ModelDataSource", "S3DataSource", "CompressionType"),
+            "none",
+            "CreateModel.PrimaryContainer.ModelDataSource.S3DataSource.CompressionType: 'none' is not one of",
+        ),
+        (
+            "CreateAgentRuntime",
+            ("agentRuntimeName",),
+            "voicestack-dev-agent",
+            "CreateAgentRuntime.agentRuntimeName: 'voicestack-dev-agent' does not match",
+        ),
+        (
+            "CreateAgentRuntime",
+            ("networkConfiguration", "networkMode"),
+            "INTERNET",
+            "CreateAgentRuntime.networkConfiguration.networkMode: 'INTERNET' is not one of",
+        ),
+        (
+            "CreateMemory",
+            ("eventExpiryDuration",),
+            4000,
+            "CreateMemory.eventExpiryDuration: 4000 above the maximum 3650",
+        ),
+        (
+            "PutMetricAlarm",
+            ("ComparisonOperator",),
+            "Above",
+            "PutMetricAlarm.ComparisonOperator: 'Above' is not one of",
+        ),
+        ("PutRetentionPolicy", ("retentionInDays",), "30", "Invalid type for parameter retentionInDays"),
+        (
+            "CreateEndpoint",
+            ("DeploymentConfig", "BlueGreenUpdatePolicy", "TrafficRoutingConfiguration", "Type"),
+            "ROLLING",
+            "CreateEndpoint.DeploymentConfig.BlueGreenUpdatePolicy.TrafficRoutingConfiguration.Type: 'ROLLING' is not",
+        ),
+        ("CreateRepository", ("imageTagMutability",), "SOMETIMES", "CreateRepository.imageTagMutability: 'SOMETIMES'"),
+    ],
+)
+def test_a_wrong_value_fails_with_the_member_named(
+    dev: ProgramRun, operation: str, path: tuple[str | int, ...], value: Any, expected: str
+) -> None:
+    problems = validate(mutated(find_request(dev, operation), path, value))
+    assert len(problems) == 1, problems
+    assert problems[0].startswith(expected), problems
+
+
+def test_an_input_nobody_translates_fails(dev: ProgramRun) -> None:
+    [endpoint] = [r for r in dev.resources if r.type == "aws:sagemaker/endpoint:Endpoint"]
+    extra = RecordedResource(
+        type=endpoint.type,
+        name=endpoint.name,
+        urn=endpoint.urn,
+        inputs={**endpoint.inputs, "retainAllVariantProperties": True},
+        parent=endpoint.parent,
+        dependencies=endpoint.dependencies,
+        property_dependencies=endpoint.property_dependencies,
+        outputs=endpoint.outputs,
+    )
+    with pytest.raises(UntranslatedInput, match=r"inputs \['retainAllVariantProperties'\] are not translated"):
+        requests_for(extra, {})

@@ -1,0 +1,272 @@
+"""The page as a conversation, in headless Chromium against a fake agent: one session id for every
+turn (sent as AgentCore's session header), the turns shown, "New conversation", barge-in (Stop and
+a new question drop the buffered audio at once and close the agent's stream), live captions."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import threading
+from collections.abc import AsyncIterator, Sequence
+from typing import Any
+
+import pytest
+from playwright.sync_api import Page
+
+from tests.local.local_fakes import WebStacks, paced_script, pcm_bytes, pcm_samples, sse_bytes
+
+pytestmark = pytest.mark.browser
+
+WAIT_MS = 20_000
+RATE = 24_000
+
+
+def answer_for(prompt: str) -> str:
+    return f"You asked: {prompt}"
+
+
+def answer_events(
+    text: str, samples: int, *, words: Sequence[tuple[int, list[dict[str, Any]]]] = (), chunk: int = 4800
+) -> list[dict[str, Any]]:
+    """A whole answer: `samples` of audio in chunks; `words` events placed before chunk k."""
+    pcm = pcm_bytes(pcm_samples(samples))
+    chunks = [pcm[i : i + 2 * chunk] for i in range(0, len(pcm), 2 * chunk)]
+    body: list[dict[str, Any]] = [
+        {"type": "agent_start", "mode": "stream", "model": "demo", "demo": True},
+        {"type": "text_delta", "text": text},
+        {"type": "audio_start", "format": "pcm_s16le", "sample_rate": RATE, "channels": 1},
+    ]
+    placed = dict(words)
+    for seq, piece in enumerate(chunks):
+        if seq in placed:
+            body.append({"type": "words", "words": placed[seq]})
+        body.append({"type": "audio_chunk", "seq": seq, "audio": base64.b64encode(piece).decode("ascii")})
+    body += [
+        {"type": "audio_end", "chunks": len(chunks), "bytes": len(pcm)},
+        {
+            "type": "metrics",
+            "mode": "stream",
+            "time_to_first_text_ms": 1.0,
+            "time_to_first_audio_ms": 2.0,
+            "total_ms": 3.0,
+        },
+        {"type": "agent_end"},
+    ]
+    return body
+
+
+def echo_script(samples: int = 2400) -> Any:
+    return paced_script(lambda payload: [sse_bytes(answer_events(answer_for(payload["prompt"]), samples))])
+
+
+def open_page(page: Page, url: str) -> None:
+    page.goto(url + "/")
+    page.wait_for_function("document.getElementById('health').dataset.state === 'ok'")
+
+
+def ask(page: Page, prompt: str) -> None:
+    page.fill("#prompt", prompt)
+    page.click("#speak")
+
+
+def wait_answered(page: Page, turns: int) -> None:
+    page.wait_for_function(
+        f"window.voicestack.turns.length === {turns} && window.voicestack.current?.done"
+        " && window.voicestack.current.drained",
+        timeout=WAIT_MS,
+    )
+
+
+def turns(page: Page) -> list[dict[str, str]]:
+    result: list[dict[str, str]] = page.evaluate("() => window.voicestack.turns.map((t) => ({ ...t }))")
+    return result
+
+
+def test_two_turns_share_one_session_and_a_new_conversation_starts_another(page: Page, web_stacks: WebStacks) -> None:
+    stack = web_stacks.start(echo_script())
+    open_page(page, stack.url)
+    first_id = page.evaluate("window.voicestack.sessionId")
+    assert len(first_id) >= 33
+
+    ask(page, "What is streaming speech?")
+    wait_answered(page, 1)
+    ask(page, "And what about June?")
+    wait_answered(page, 2)
+
+    assert stack.agent.session_ids == [first_id, first_id]
+    assert [r["prompt"] for r in stack.agent.requests] == ["What is streaming speech?", "And what about June?"]
+    assert turns(page) == [
+        {"prompt": "What is streaming speech?", "answer": answer_for("What is streaming speech?"), "result": "ok"},
+        {"prompt": "And what about June?", "answer": answer_for("And what about June?"), "result": "ok"},
+    ]
+    items = page.locator("#turns li")
+    assert items.count() == 2
+    assert items.nth(1).locator(".user").inner_text() == "And what about June?"
+    assert items.nth(1).locator(".assistant").inner_text() == "You asked: And what about June?"
+
+    # A reload continues the same conversation (the tab keeps its session id).
+    open_page(page, stack.url)
+    assert page.evaluate("window.voicestack.sessionId") == first_id
+
+    page.click("#new-conversation")
+    second_id = page.evaluate("window.voicestack.sessionId")
+    assert second_id != first_id
+    assert len(second_id) >= 33
+    assert page.locator("#turns li").count() == 0
+    ask(page, "Hello again")
+    wait_answered(page, 1)
+    assert stack.agent.session_ids == [first_id, first_id, second_id]
+
+
+def endless_answer(text: str, samples: int, closed: threading.Event) -> Any:
+    """The first `samples` of audio at once, then the stream stays open until the caller leaves."""
+    events = answer_events(text, samples)
+    body = sse_bytes(events[:-3])  # everything but audio_end, metrics, agent_end
+
+    async def script(_: dict[str, Any]) -> AsyncIterator[bytes]:
+        try:
+            yield body
+            while True:
+                await asyncio.sleep(0.05)
+                yield b": keep-alive\n\n"
+        finally:
+            closed.set()
+
+    return script
+
+
+def test_stop_drops_the_buffered_audio_at_once_and_closes_the_agent_stream(page: Page, web_stacks: WebStacks) -> None:
+    closed = threading.Event()
+    stack = web_stacks.start(endless_answer("A long answer.", 5 * RATE, closed))
+    open_page(page, stack.url)
+    ask(page, "Talk for a while.")
+    page.wait_for_function(
+        "window.voicestack.current?.samplesReceived === 5 * 24000 && window.voicestack.current.samplesPlayed > 0",
+        timeout=WAIT_MS,
+    )
+    page.click("#stop")
+    page.wait_for_function("window.voicestack.lastStop?.silentMs != null", timeout=WAIT_MS)
+
+    stop = page.evaluate("window.voicestack.lastStop")
+    assert stop["reason"] == "stop"
+    assert stop["silentMs"] >= 0
+    # The worklet confirmed: nothing buffered, nothing playing, though 5 s had arrived.
+    assert page.evaluate("({ ...window.voicestack.player.progress })") == {
+        "state": "idle",
+        "played": 0,
+        "underruns": 0,
+        "buffered": 0,
+    }
+    assert closed.wait(timeout=10), "the agent's stream was not closed after Stop"
+    page.wait_for_function("window.voicestack.current?.done", timeout=WAIT_MS)
+    assert page.inner_text("#status") == "Stopped."
+    assert turns(page) == [{"prompt": "Talk for a while.", "answer": "A long answer.", "result": "stopped"}]
+    assert page.is_disabled("#stop")
+
+
+def test_a_new_question_while_one_plays_stops_it_and_answers_the_new_one(page: Page, web_stacks: WebStacks) -> None:
+    closed = threading.Event()
+    first = endless_answer("The first, long answer.", 5 * RATE, closed)
+    second = echo_script(4800)
+
+    async def script(payload: dict[str, Any]) -> AsyncIterator[bytes]:
+        chosen = first if payload["prompt"] == "Talk for a while." else second
+        async for piece in chosen(payload):
+            yield piece
+
+    stack = web_stacks.start(script)
+    open_page(page, stack.url)
+    ask(page, "Talk for a while.")
+    page.wait_for_function("window.voicestack.current?.samplesPlayed > 0", timeout=WAIT_MS)
+    ask(page, "Something else?")
+    wait_answered(page, 2)
+
+    assert page.evaluate("window.voicestack.lastStop.reason") == "new_question"
+    assert closed.wait(timeout=10), "the first answer's stream was not closed"
+    current = page.evaluate(
+        "({ samplesPlayed: window.voicestack.current.samplesPlayed, error: window.voicestack.current.error })"
+    )
+    assert current == {"samplesPlayed": 4800, "error": None}
+    assert turns(page) == [
+        {"prompt": "Talk for a while.", "answer": "The first, long answer.", "result": "stopped"},
+        {"prompt": "Something else?", "answer": answer_for("Something else?"), "result": "ok"},
+    ]
+    assert len(stack.agent.session_ids) == 2
+    assert len(set(stack.agent.session_ids)) == 1
+
+
+def test_captions_highlight_each_word_as_it_is_spoken(page: Page, web_stacks: WebStacks) -> None:
+    # Two `words` events, each timing the words of the audio that follows it (0.6 s each).
+    words = [
+        (0, [{"word": "Hello", "start_s": 0.0, "end_s": 0.3}, {"word": "streaming", "start_s": 0.3, "end_s": 0.6}]),
+        (3, [{"word": "world.", "start_s": 0.0, "end_s": 0.3}, {"word": "Bye.", "start_s": 0.3, "end_s": 0.6}]),
+    ]
+    events = answer_events("Hello streaming world. Bye.", int(1.2 * RATE), words=words)
+    stack = web_stacks.start(paced_script(lambda _: [sse_bytes(events)]))
+    open_page(page, stack.url)
+    ask(page, "Say hello.")
+
+    page.wait_for_function("window.voicestack.current?.spokenWord === 2", timeout=WAIT_MS)
+    assert page.locator("#captions span.spoken").all_inner_texts() == ["world."]
+    wait_answered(page, 1)
+
+    state = page.evaluate(
+        "() => { const c = window.voicestack.current;"
+        " return { trail: c.captionTrail, words: c.captionWords, spoken: c.spokenWord }; }"
+    )
+    assert state == {"trail": [0, 1, 2, 3], "words": ["Hello", "streaming", "world.", "Bye."], "spoken": -1}
+    assert page.inner_text("#captions") == "Hello streaming world. Bye."
+    assert page.locator("#captions span.spoken").count() == 0
+
+
+CAPTION_TRACK = """
+async () => {
+  const { CaptionTrack } = await import("/captions.js");
+  const track = new CaptionTrack();
+  track.add([{ word: "a", start_s: 0.0, end_s: 0.1 }, { word: "b", start_s: 0.2, end_s: 0.3 }], 0, 24000);
+  track.add([{ word: "c", start_s: 0.0, end_s: 0.1 }], 24000, 24000);
+  const at = (seconds) => track.spokenAt(Math.round(seconds * 24000));
+  return {
+    words: track.words,
+    spoken: [at(0), at(0.05), at(0.15), at(0.2), at(0.5), at(1.0), at(1.05), at(1.1), at(2)],
+  };
+}
+"""
+
+
+def test_caption_track_places_words_after_the_audio_received_before_them(page: Page, web_stacks: WebStacks) -> None:
+    stack = web_stacks.start(echo_script())
+    open_page(page, stack.url)
+    result = page.evaluate(CAPTION_TRACK)
+    assert result["words"] == [
+        {"word": "a", "startSample": 0, "endSample": 2400},
+        {"word": "b", "startSample": 4800, "endSample": 7200},
+        {"word": "c", "startSample": 24000, "endSample": 26400},
+    ]
+    # In a pause the previous word stays marked; after the last word, none is.
+    assert result["spoken"] == [0, 0, 0, 1, 1, 2, 2, -1, -1]
+
+
+@pytest.mark.parametrize(
+    ("words", "message"),
+    [
+        ('"x"', "'words' event needs 'words' as array"),
+        (
+            '[{"word": "a", "start_s": 0.5, "end_s": 0.1}]',
+            "'words' entry 0 needs word, start_s <= end_s (seconds >= 0)",
+        ),
+        ('[{"word": 3, "start_s": 0, "end_s": 0.1}]', "'words' entry 0 needs word, start_s <= end_s (seconds >= 0)"),
+        ('[{"word": "a", "start_s": -1, "end_s": 0.1}]', "'words' entry 0 needs word, start_s <= end_s (seconds >= 0)"),
+    ],
+)
+def test_a_malformed_words_event_is_refused(page: Page, web_stacks: WebStacks, words: str, message: str) -> None:
+    stack = web_stacks.start(echo_script())
+    open_page(page, stack.url)
+    result = page.evaluate(
+        """async (data) => {
+          const { parseAgentEvent } = await import("/events.js");
+          try { parseAgentEvent(data); return null; } catch (err) { return { code: err.code, message: err.message }; }
+        }""",
+        f'{{"type": "words", "words": {words}}}',
+    )
+    assert result == {"code": "invalid_event", "message": message}

@@ -1,0 +1,102 @@
+"""The page over the WebSocket connection, in headless Chromium, through the real chain: web server
+relay, the AgentCore app's `WS /ws` (scripted model), the speech container app (zero-cost engine,
+slowed down, with a probe). Two turns on one socket and one session id; Stop ends the answer at
+the agent (model cancelled, speech requests cancelled) while the socket stays open."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import ExitStack
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from bedrock_agentcore.runtime.context import BedrockAgentCoreContext
+from playwright.sync_api import Page
+
+from agent_app.app import AppDependencies
+from agent_app.app import create_app as create_agent_app
+from agent_app.config import AgentConfig, load_config
+from agent_app.models import ModelChoice, ScriptedModel, ScriptedTurn
+from bench.speech_probe import ProbedEngine, SessionProbe
+from kokoro_server.app import create_app as create_speech_app
+from kokoro_server.engine import ZeroCostEngine
+from kokoro_server.settings import Settings
+from local.threaded_server import serve_in_thread
+from local.webserver import WebServerConfig
+from local.webserver import create_app as create_web_app
+from speech_protocol import WS_PATH
+
+pytestmark = pytest.mark.browser
+
+WAIT_MS = 30_000
+LONG = "Streaming speech starts sooner than you think, and it keeps going while the model writes. " * 6
+
+
+@dataclass
+class Chain:
+    url: str
+    probe: SessionProbe
+    models: list[ScriptedModel]
+    session_ids: list[str | None]
+
+
+@pytest.fixture
+def chain() -> Iterator[Chain]:
+    probe = SessionProbe(create_speech_app(Settings(), ProbedEngine(ZeroCostEngine(compute_s_per_char=0.01))))
+    models: list[ScriptedModel] = []
+    session_ids: list[str | None] = []
+
+    def model(config: AgentConfig) -> ModelChoice:
+        session_ids.append(BedrockAgentCoreContext.get_session_id())
+        # The first question gets a long answer (to be stopped), later ones a short one.
+        text = LONG if not models else f"Answer number {len(models) + 1}."
+        made = ScriptedModel([ScriptedTurn(text)], tokens_per_s=300 if models else 40)
+        models.append(made)
+        return ModelChoice(model=made, name="scripted", demo=False)
+
+    with ExitStack() as stack:
+        speech = stack.enter_context(serve_in_thread(probe))
+        config = load_config({"SPEECH_TRANSPORT": "websocket", "SPEECH_WS_URL": speech.ws_url(WS_PATH)})
+        agent = stack.enter_context(serve_in_thread(create_agent_app(config, AppDependencies(model=model))))
+        web = stack.enter_context(serve_in_thread(create_web_app(WebServerConfig(agent_url=agent.http_url))))
+        yield Chain(url=web.http_url, probe=probe, models=models, session_ids=session_ids)
+
+
+def ask(page: Page, prompt: str) -> None:
+    page.fill("#prompt", prompt)
+    page.click("#speak")
+
+
+def test_stop_and_two_turns_over_the_websocket(page: Page, chain: Chain) -> None:
+    page.goto(chain.url + "/")
+    page.wait_for_function("document.getElementById('health').dataset.state === 'ok'")
+    page.check("input[name=transport][value=websocket]")
+    session_id = page.evaluate("window.voicestack.sessionId")
+
+    ask(page, "Talk for a while.")
+    page.wait_for_function("window.voicestack.current?.samplesPlayed > 0", timeout=WAIT_MS)
+    page.click("#stop")
+    page.wait_for_function("window.voicestack.current?.done", timeout=WAIT_MS)
+    assert page.inner_text("#status") == "Stopped."
+    assert page.evaluate("typeof window.voicestack.lastStop.silentMs") == "number"
+    assert page.evaluate("({ ...window.voicestack.player.progress })")["buffered"] == 0
+
+    ask(page, "And now?")
+    page.wait_for_function(
+        "window.voicestack.turns.length === 2 && window.voicestack.current?.done && window.voicestack.current.drained",
+        timeout=WAIT_MS,
+    )
+    turns: list[dict[str, Any]] = page.evaluate("() => window.voicestack.turns.map((t) => ({ ...t }))")
+    assert [t["result"] for t in turns] == ["stopped", "ok"]
+    assert turns[1]["answer"] == "Answer number 2."
+    assert page.evaluate("window.voicestack.current.error") is None
+
+    # Both questions went over one socket, in the page's conversation.
+    assert chain.session_ids == [session_id, session_id]
+    assert chain.models[0].stopped_early is True
+    assert chain.models[1].finished is True
+    first = chain.probe.sessions[0]
+    assert first.closed is not None
+    assert first.kinds()[-1] == "cancel"
+    assert "close" not in first.kinds()
