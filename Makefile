@@ -23,16 +23,19 @@ FIND_PY312 = for p in python3.12 $$(ls -d $$HOME/.pyenv/versions/3.12*/bin/pytho
 export PYTHONPATH := $(CURDIR):$(CURDIR)/images/kokoro
 export PYTHONUNBUFFERED := 1
 
-.PHONY: help env system-deps local test lint typecheck unit bench bench-gapless lab weights lock bench-bargein bench-segmenters bench-agent-clients
+.PHONY: help env system-deps local test lint typecheck unit bench bench-gapless lab weights lock bench-bargein bench-segmenters bench-soak bench-hostile bench-peers bench-agent-clients
 
 help:
 	@echo "make local   - run the local stack (speech server, SageMaker stand-in, agent, browser page)"
 	@echo "make test    - lint, type-check and run the whole test suite"
 	@echo "make bench   - speech server benchmark (full-size model)"
 	@echo "make bench-gapless - playback gaps: naive split vs adaptive schedule, fp32 vs bf16"
+	@echo "make bench-soak - 50 sessions x 20 messages with random cancels: audio lost, RSS, /ping p99"
+	@echo "make bench-hostile - pathological 5,000-character texts: /ping p50/p99/max while synthesized"
 	@echo "make lab     - latency lab: batch vs stream, side by side"
 	@echo "make bench-bargein - barge-in: Stop, new question, hang-up; page silent and speech server idle"
 	@echo "make bench-segmenters - sentence splitters: exact score and CPU per delta (BENCH_ARGS=--golden PATH)"
+	@echo "make bench-peers BENCH_ARGS='--peer-url URL' - this server beside Kokoro-FastAPI, one table"
 	@echo "make bench-agent-clients - agent set-up per call: per-invocation vs per-process clients"
 
 # Syncs the environment with uv.lock, exactly (all extras; packages the lock does not name are removed).
@@ -92,6 +95,15 @@ bench-bargein: env system-deps
 
 bench-segmenters: env
 	"$(PY)" -m bench.segmenters $(BENCH_ARGS)
+
+bench-soak: env
+	"$(PY)" -m bench.soak $(BENCH_ARGS)
+
+bench-hostile: env
+	"$(PY)" -m bench.hostile $(BENCH_ARGS)
+
+bench-peers: env
+	"$(PY)" -m bench.peers $(BENCH_ARGS)
 
 bench-agent-clients: env
 	"$(PY)" -m bench.agent_clients $(BENCH_ARGS)

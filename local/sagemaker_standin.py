@@ -1,17 +1,18 @@
 """A local stand-in for SageMaker's bidirectional streaming runtime API, in front of real containers.
 
 It serves `POST /endpoints/{EndpointName}/invocations-bidirectional-stream` over HTTPS with
-HTTP/2 (TLS with ALPN h2, `local.standin_h2`), speaks AWS event stream with the client, and bridges each
+HTTP/2 (TLS with ALPN h2, `local.standin.http2`), speaks AWS event stream with the client, and bridges each
 call to the container's WebSocket (`/invocations-bidirectional-stream`), so the agent's
 production client (`aws-sdk-sagemaker-runtime-http2` over the CRT) runs unchanged on a laptop.
-Wire details: `local.standin_events`; routing and header rules: `local.standin_routing`;
-frame-by-frame bridging, errors and keepalive: `local.standin_bridge`.
+Wire details: `local.standin.events`; routing and header rules: `local.standin.routing`;
+frame-by-frame bridging, errors and keepalive: `local.standin.bridge`.
 
 Command line (the local stack starts it as a process):
 
     python -m local.sagemaker_standin --port 8443 --endpoint voicestack-speech=ws://127.0.0.1:8080 \\
         [--endpoint NAME=ws://host:port ...] [--host 127.0.0.1] [--cert-dir DIR] \\
-        [--ping-interval 60] [--max-missed-pongs 5] [--connect-timeout 0.25] [--close-timeout 2]
+        [--ping-interval 60] [--max-missed-pongs 5] [--connect-timeout 0.25] [--close-timeout 2] \\
+        [--idle-timeout 300]
 
 It writes a throwaway CA to `DIR/ca.pem` (a temporary directory, removed at exit, when
 `--cert-dir` is not given), then prints one JSON line on stdout once it accepts connections:
@@ -45,10 +46,10 @@ from pathlib import Path
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import InvalidHandshake, InvalidStatus, InvalidURI
 
-from local.standin_bridge import Bridge
-from local.standin_events import EVENTSTREAM_CONTENT_TYPE, ErrorResponse, model_error
-from local.standin_h2 import Message, Receive, Send, serve_http2, server_ssl_context
-from local.standin_routing import (
+from local.standin.bridge import Bridge
+from local.standin.events import EVENTSTREAM_CONTENT_TYPE, ErrorResponse, model_error
+from local.standin.http2 import Message, Receive, Send, serve_http2, server_ssl_context
+from local.standin.routing import (
     INVOKED_VARIANT_HEADER,
     BridgeTarget,
     StandInConfig,
@@ -183,7 +184,7 @@ async def run_standin(
         listener = socket.create_server((host, port))
         bound_port = listener.getsockname()[1]
         tls = server_ssl_context(str(files.cert_path), str(files.key_path))
-        async with serve_http2(StandInApp(config), listener, tls):
+        async with serve_http2(StandInApp(config), listener, tls, idle_timeout_s=config.idle_timeout_s):
             yield StandInInfo(
                 url=f"https://{_url_host(host)}:{bound_port}",
                 port=bound_port,
@@ -227,6 +228,12 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--close-timeout", type=float, default=defaults["close_timeout_s"], help="seconds for a closing handshake"
     )
+    parser.add_argument(
+        "--idle-timeout",
+        type=float,
+        default=defaults["idle_timeout_s"],
+        help="seconds a client connection may stay open with no call and no traffic",
+    )
     parser.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     return parser.parse_args(argv)
 
@@ -260,6 +267,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             max_missed_pongs=args.max_missed_pongs,
             connect_timeout_s=args.connect_timeout,
             close_timeout_s=args.close_timeout,
+            idle_timeout_s=args.idle_timeout,
         )
     except ValueError as exc:
         print(f"sagemaker_standin: {exc}", file=sys.stderr)

@@ -33,6 +33,7 @@ from speech_protocol.messages import (
     parse_client_message,
     parse_server_event,
     pcm_duration_s,
+    quote,
 )
 
 __all__ = [
@@ -63,4 +64,5 @@ __all__ = [
     "parse_client_message",
     "parse_server_event",
     "pcm_duration_s",
+    "quote",
 ]

@@ -29,6 +29,9 @@ SPEED_MAX: Final = 2.0
 
 MAX_REQUEST_ID_CHARS: Final = 128
 
+_QUOTE_CHARS: Final = 40
+"""Longest piece of a client's value quoted back in an error message (a bad value may be huge)."""
+
 
 class ErrorCode(StrEnum):
     """Stable codes of `error` frames; clients branch on these, never on the message text."""
@@ -46,6 +49,7 @@ class ErrorCode(StrEnum):
     DUPLICATE_REQUEST_ID = "duplicate_request_id"
     UNKNOWN_REQUEST = "unknown_request"
     SESSION_CLOSING = "session_closing"
+    QUEUE_FULL = "queue_full"
     SYNTHESIS_FAILED = "synthesis_failed"
 
 
@@ -106,13 +110,66 @@ def _decode(data: str | bytes) -> str:
         ) from exc
 
 
+def quote(value: object) -> str:
+    """`repr(value)` cut to a few dozen characters, for error messages that quote a client's value.
+
+    Never raises: Python refuses to print an integer of more than 4,300 digits, and a value may be
+    a list nested hundreds of levels deep.
+    """
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 128:
+        return f"<integer of {value.bit_length()} bits>"
+    if not isinstance(value, str | int | float | bool) and value is not None:
+        return f"<{type(value).__name__}>"
+    text = repr(value)
+    return text if len(text) <= _QUOTE_CHARS else text[: _QUOTE_CHARS - 3] + "..."
+
+
+def lone_surrogate_at(text: str) -> int | None:
+    """Index of the first lone UTF-16 surrogate in `text` (JSON allows the escape `\\ud800`), or None.
+
+    Such a string has no UTF-8 form: echoing it back in a frame would fail when the frame is sent.
+    """
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return exc.start
+    return None
+
+
+def _check_encodable(key: str, value: str, request_id: str | None) -> None:
+    if (at := lone_surrogate_at(value)) is not None:
+        raise ProtocolError(
+            ErrorCode.INVALID_FIELD,
+            f"'{key}' contains a lone UTF-16 surrogate (U+{ord(value[at]):04X}) at character {at}; "
+            "it has no UTF-8 form",
+            request_id,
+        )
+
+
 def _optional_str(obj: dict[str, Any], key: str, request_id: str | None) -> str | None:
     value = obj.get(key)
     if value is None:
         return None
     if not isinstance(value, str) or not value:
         raise ProtocolError(ErrorCode.INVALID_FIELD, f"'{key}' must be a non-empty string", request_id)
+    _check_encodable(key, value, request_id)
     return value
+
+
+def _parse_speed(value: object, request_id: str | None) -> float:
+    # Compared as it came: int against float is exact in Python, whereas float() or math.isfinite()
+    # of a 400-digit integer raises OverflowError.
+    not_a_number = isinstance(value, bool) or not isinstance(value, int | float)
+    if not_a_number or (isinstance(value, float) and not math.isfinite(value)):
+        raise ProtocolError(ErrorCode.INVALID_FIELD, "'speed' must be a number", request_id)
+    assert isinstance(value, int | float)
+    if not SPEED_MIN <= value <= SPEED_MAX:
+        raise ProtocolError(
+            ErrorCode.SPEED_OUT_OF_RANGE,
+            f"'speed' must be between {SPEED_MIN} and {SPEED_MAX}, got {quote(value)}",
+            request_id,
+        )
+    return float(value)
 
 
 def parse_client_message(data: str | bytes) -> ClientMessage:
@@ -126,6 +183,9 @@ def parse_client_message(data: str | bytes) -> ClientMessage:
         obj = json.loads(text, parse_constant=_reject_constant)
     except ValueError as exc:
         raise ProtocolError(ErrorCode.INVALID_JSON, f"message is not valid JSON: {exc}") from exc
+    except RecursionError as exc:
+        # The C parser recurses per nesting level and stops at the interpreter's limit (about 1,000).
+        raise ProtocolError(ErrorCode.INVALID_JSON, "message is not valid JSON: nested too deeply") from exc
     if not isinstance(obj, dict):
         raise ProtocolError(ErrorCode.NOT_AN_OBJECT, f"message must be a JSON object, got {type(obj).__name__}")
 
@@ -136,6 +196,8 @@ def parse_client_message(data: str | bytes) -> ClientMessage:
         raise ProtocolError(
             ErrorCode.INVALID_FIELD, f"'request_id' must be a string of 1 to {MAX_REQUEST_ID_CHARS} characters"
         )
+    if request_id is not None:
+        _check_encodable("request_id", request_id, None)
 
     kind = obj.get("type", "synthesize")
     if kind == "close":
@@ -145,7 +207,7 @@ def parse_client_message(data: str | bytes) -> ClientMessage:
     if kind != "synthesize":
         raise ProtocolError(
             ErrorCode.UNKNOWN_TYPE,
-            f"unknown message type {kind!r}; allowed: 'synthesize', 'cancel', 'close'",
+            f"unknown message type {quote(kind)}; allowed: 'synthesize', 'cancel', 'close'",
             request_id,
         )
 
@@ -156,18 +218,10 @@ def parse_client_message(data: str | bytes) -> ClientMessage:
         raise ProtocolError(ErrorCode.INVALID_FIELD, "'text' must be a string", request_id)
     if not text_value.strip():
         raise ProtocolError(ErrorCode.EMPTY_TEXT, "'text' is empty", request_id)
+    _check_encodable("text", text_value, request_id)
 
-    speed = obj.get("speed")
-    if speed is not None:
-        if isinstance(speed, bool) or not isinstance(speed, int | float) or not math.isfinite(speed):
-            raise ProtocolError(ErrorCode.INVALID_FIELD, "'speed' must be a number", request_id)
-        if not SPEED_MIN <= speed <= SPEED_MAX:
-            raise ProtocolError(
-                ErrorCode.SPEED_OUT_OF_RANGE,
-                f"'speed' must be between {SPEED_MIN} and {SPEED_MAX}, got {speed}",
-                request_id,
-            )
-        speed = float(speed)
+    raw_speed = obj.get("speed")
+    speed = None if raw_speed is None else _parse_speed(raw_speed, request_id)
 
     timestamps = obj.get("timestamps", False)
     if not isinstance(timestamps, bool):
@@ -193,7 +247,7 @@ def check_synthesis(msg: Synthesize, *, max_text_chars: int, voices: frozenset[s
     if msg.voice is not None and msg.voice not in voices:
         raise ProtocolError(
             ErrorCode.UNKNOWN_VOICE,
-            f"unknown voice {msg.voice!r}; available: {', '.join(sorted(voices))}",
+            f"unknown voice {quote(msg.voice)}; available: {', '.join(sorted(voices))}",
             msg.request_id,
         )
 
@@ -303,7 +357,10 @@ def _field(obj: dict[str, Any], key: str, kind: type | tuple[type, ...]) -> Any:
 
 def parse_server_event(text: str) -> ServerEvent:
     """Parse a control (text) frame from the server. Raises ValueError on anything malformed."""
-    obj = json.loads(text)
+    try:
+        obj = json.loads(text)
+    except RecursionError as exc:
+        raise ValueError("control frame is nested too deeply") from exc
     if not isinstance(obj, dict):
         raise ValueError("control frame is not a JSON object")
     kind = obj.get("type")

@@ -32,9 +32,9 @@ def test_the_chunking_setting_picks_the_policy_and_adaptive_ones_share_what_they
 
 
 async def test_sharing_counts_the_jobs_already_running_or_queued_per_engine_slot() -> None:
-    service = SpeechService(Settings())
+    service = SpeechService(Settings(max_concurrent=1))
     assert service.sharing() == 1.0  # not started: nothing to share
-    service.start(LoadedEngine(ZeroCostEngine(), "cpu"))  # one slot on a CPU
+    service.start(LoadedEngine(ZeroCostEngine(), "cpu"))  # one slot
     release = threading.Event()
     try:
         running = asyncio.create_task(service.scheduler.lane("a").run(lambda: release.wait(10)))

@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from kokoro_server import model_pin
+from kokoro_server.capability import UnsupportedPrecision, probe_bf16_cpu
 from kokoro_server.fake_weights import (
     SUBMODULES,
     TARGET_FRAMES_PER_PHONEME,
@@ -130,9 +131,25 @@ def test_resolve_model_dir(tmp_path: Path, kokoro_model_dir: Path, monkeypatch: 
         resolve_model_dir(None)
 
 
-def test_bf16_synthesizes_on_the_cpu(kokoro_model_dir: Path) -> None:
-    # kokoro's default complex iSTFT has no bf16 CPU kernel; load() must pick the real-valued one.
-    engine = KokoroEngine.load(kokoro_model_dir, precision="bf16")
-    assert engine.precision == "bf16"
-    audio = engine.synthesize("Reduced precision still speaks.", "af_heart", 1.0)
-    assert len(audio.pcm) > 0.5 * SAMPLE_RATE * 2
+def test_bf16_on_the_cpu_synthesizes_or_is_refused_as_this_cpu_must(kokoro_model_dir: Path) -> None:
+    """bf16 on a CPU works where the host probe passes and is refused at load where it fails."""
+    if probe_bf16_cpu() is None:
+        # kokoro's default complex iSTFT has no bf16 CPU kernel; load() must pick the real-valued one.
+        engine = KokoroEngine.load(kokoro_model_dir, precision="bf16")
+        assert engine.precision == "bf16"
+        audio = engine.synthesize("Reduced precision still speaks.", "af_heart", 1.0)
+        assert len(audio.pcm) > 0.5 * SAMPLE_RATE * 2
+    else:
+        with pytest.raises(UnsupportedPrecision, match=r"^precision 'bf16' needs a CPU with native bfloat16"):
+            KokoroEngine.load(kokoro_model_dir, precision="bf16")
+
+
+def test_the_model_really_fails_in_bf16_where_the_probe_fails(kokoro_model_dir: Path) -> None:
+    """The probe stands for the model: where it fails, the model's own bf16 forward fails the same way."""
+    reason = probe_bf16_cpu()
+    engine = KokoroEngine.load(kokoro_model_dir, precision="bf16", probe=lambda: None)  # past the check
+    if reason is None:
+        assert len(engine.synthesize("It runs.", "af_heart", 1.0).pcm) > 0
+    else:
+        with pytest.raises(RuntimeError, match="could not create a primitive descriptor"):
+            engine.synthesize("It fails.", "af_heart", 1.0)

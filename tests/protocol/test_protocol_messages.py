@@ -219,3 +219,119 @@ def test_malformed_server_events_are_rejected(text: str, message: str) -> None:
 def test_pcm_duration() -> None:
     assert pcm_duration_s(48_000) == 1.0
     assert pcm_duration_s(0) == 0.0
+
+
+# --- hostile input: every one of these once killed a session (issue 12) ----------------------
+
+
+def test_json_nested_too_deeply_is_invalid_json_not_a_recursion_error() -> None:
+    with pytest.raises(ProtocolError) as info:
+        parse_client_message("[" * 100_000 + "]" * 100_000)
+    assert (info.value.code, info.value.message, info.value.request_id) == (
+        ErrorCode.INVALID_JSON,
+        "message is not valid JSON: nested too deeply",
+        None,
+    )
+
+
+def test_deep_nesting_inside_an_object_is_invalid_json() -> None:
+    with pytest.raises(ProtocolError) as info:
+        parse_client_message('{"text": "x", "voice": ' + "{" * 5000 + "}" * 5000 + "}")
+    assert info.value.code == ErrorCode.INVALID_JSON
+
+
+@pytest.mark.parametrize("sign", ["", "-"])
+def test_a_400_digit_speed_is_out_of_range_and_quoted_briefly(sign: str) -> None:
+    with pytest.raises(ProtocolError) as info:
+        parse_client_message('{"text": "x", "request_id": "r", "speed": ' + sign + "9" * 400 + "}")
+    assert (info.value.code, info.value.request_id) == (ErrorCode.SPEED_OUT_OF_RANGE, "r")
+    assert info.value.message == "'speed' must be between 0.5 and 2.0, got <integer of 1329 bits>"
+
+
+def test_an_integer_speed_in_range_is_accepted_as_a_float() -> None:
+    msg = parse_client_message('{"text": "x", "speed": 2}')
+    assert isinstance(msg, Synthesize)
+    assert msg.speed == 2.0
+    assert isinstance(msg.speed, float)
+
+
+def test_a_float_overflowing_to_infinity_is_not_a_number() -> None:
+    with pytest.raises(ProtocolError) as info:
+        parse_client_message('{"text": "x", "speed": 1e400}')
+    assert (info.value.code, info.value.message) == (ErrorCode.INVALID_FIELD, "'speed' must be a number")
+
+
+def test_a_lone_surrogate_in_the_request_id_is_refused_without_echoing_it() -> None:
+    with pytest.raises(ProtocolError) as info:
+        parse_client_message('{"text": "x", "request_id": "ab\\ud800"}')
+    assert (info.value.code, info.value.request_id) == (ErrorCode.INVALID_FIELD, None)
+    assert info.value.message == (
+        "'request_id' contains a lone UTF-16 surrogate (U+D800) at character 2; it has no UTF-8 form"
+    )
+    # The error frame itself can be sent: it encodes to UTF-8.
+    encode_server_event(info.value.to_event()).encode("utf-8")
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        (
+            '{"text": "Hi \\udc00 there.", "request_id": "r", "timestamps": true}',
+            "'text' contains a lone UTF-16 surrogate (U+DC00) at character 3; it has no UTF-8 form",
+        ),
+        (
+            '{"text": "Hi.", "request_id": "r", "voice": "\\ud83d"}',
+            "'voice' contains a lone UTF-16 surrogate (U+D83D) at character 0; it has no UTF-8 form",
+        ),
+    ],
+)
+def test_a_lone_surrogate_in_text_or_voice_is_refused(data: str, message: str) -> None:
+    with pytest.raises(ProtocolError) as info:
+        parse_client_message(data)
+    assert (info.value.code, info.value.message, info.value.request_id) == (ErrorCode.INVALID_FIELD, message, "r")
+
+
+def test_a_surrogate_pair_escape_is_a_valid_character() -> None:
+    assert parse_client_message('{"text": "\\ud83d\\ude00 yes", "request_id": "\\ud83d\\ude00"}') == Synthesize(
+        text="\U0001f600 yes", request_id="\U0001f600"
+    )
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        (
+            '{"type": ' + "[" * 50 + "]" * 50 + "}",
+            "unknown message type <list>; allowed: 'synthesize', 'cancel', 'close'",
+        ),
+        (
+            '{"type": "' + "x" * 5000 + '"}',
+            "unknown message type 'xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx...; allowed: 'synthesize', 'cancel', 'close'",
+        ),
+        (
+            '{"type": ' + "7" * 4000 + "}",
+            "unknown message type <integer of 13288 bits>; allowed: 'synthesize', 'cancel', 'close'",
+        ),
+    ],
+)
+def test_a_huge_unknown_type_is_quoted_briefly(data: str, message: str) -> None:
+    with pytest.raises(ProtocolError) as info:
+        parse_client_message(data)
+    assert (info.value.code, info.value.message) == (ErrorCode.UNKNOWN_TYPE, message)
+
+
+def test_an_integer_beyond_pythons_digit_limit_is_invalid_json() -> None:
+    with pytest.raises(ProtocolError) as info:
+        parse_client_message('{"text": "x", "speed": ' + "1" * 5000 + "}")
+    assert info.value.code == ErrorCode.INVALID_JSON
+
+
+def test_unknown_voice_is_quoted_briefly() -> None:
+    with pytest.raises(ProtocolError) as info:
+        check_synthesis(Synthesize(text="x", voice="v" * 1000), max_text_chars=10, voices=frozenset({"af_heart"}))
+    assert info.value.message == "unknown voice 'vvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvv...; available: af_heart"
+
+
+def test_a_deeply_nested_server_frame_is_a_value_error() -> None:
+    with pytest.raises(ValueError, match="control frame is nested too deeply"):
+        parse_server_event("[" * 100_000 + "]" * 100_000)

@@ -14,11 +14,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import uvicorn
 from starlette.applications import Starlette
 from starlette.testclient import TestClient
 from websockets.asyncio.client import ClientConnection
 from websockets.exceptions import ConnectionClosed
 
+from kokoro_server.__main__ import server_config
 from kokoro_server.app import create_app
 from kokoro_server.audio import frame_bytes, split_frames
 from kokoro_server.chunking import SentenceChunker
@@ -262,6 +264,30 @@ class LiveServer:
 def live_server(app: Starlette) -> Iterator[LiveServer]:
     with serve_in_thread(app, ws="websockets-sansio") as server:
         yield LiveServer(app=app, port=server.port)
+
+
+@contextmanager
+def production_server(engine: SpeechEngine, **settings: Any) -> Iterator[LiveServer]:
+    """`engine` served by uvicorn exactly as `python -m kokoro_server` configures it (keepalive
+    pings, the 1009 frame-size limit), on a free port, in a thread. Chunking defaults to `sentence`."""
+    settings.setdefault("chunking", "sentence")
+    config = server_config(Settings(**settings), engine)
+    config.log_level = "warning"
+    app = config.app
+    assert isinstance(app, Starlette)
+    server = uvicorn.Server(config)
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name="uvicorn", daemon=True)
+    thread.start()
+    try:
+        wait_until(lambda: server.started, "uvicorn to start", timeout_s=30)
+        yield LiveServer(app=app, port=sock.getsockname()[1])
+    finally:
+        server.should_exit = True
+        thread.join(WAIT_S)
+        sock.close()
 
 
 REPO_ROOT = Path(__file__).resolve().parents[2]

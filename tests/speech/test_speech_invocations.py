@@ -214,3 +214,40 @@ async def test_a_synthesis_failure_mid_stream_aborts_the_response() -> None:
     # The first chunk's audio arrived; the stream then broke instead of ending as if complete.
     assert bytes(received) == pcm_of(chunks_of(TEXT)[0])
     assert engine.texts == chunks_of(TEXT)
+
+
+@pytest.mark.parametrize(
+    ("body", "code", "message"),
+    [
+        (b"[" * 3000 + b"]" * 3000, "invalid_json", "message is not valid JSON: nested too deeply"),
+        (
+            b'{"text": "x", "speed": ' + b"9" * 400 + b"}",
+            "speed_out_of_range",
+            "'speed' must be between 0.5 and 2.0, got <integer of 1329 bits>",
+        ),
+        (
+            b'{"text": "a\\ud800b"}',
+            "invalid_field",
+            "'text' contains a lone UTF-16 surrogate (U+D800) at character 1; it has no UTF-8 form",
+        ),
+        (
+            b'{"text": "x", "format": ' + b"[" * 30 + b"]" * 30 + b"}",
+            "invalid_field",
+            "'format' must be 'pcm' or 'wav', got <list>",
+        ),
+    ],
+    ids=["deep-json", "huge-speed", "lone-surrogate", "nested-format"],
+)
+def test_hostile_bodies_get_400_json_never_500(
+    body: bytes, code: str, message: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    engine = ZeroCostEngine()
+    with serve_in_process(engine) as (client, _):
+        response = client.post("/invocations", content=body)
+
+    assert (response.status_code, response.json()) == (400, {"code": code, "message": message})
+    assert engine.calls == []
+    refusals = [r for r in caplog.records if r.name == "kokoro_server.invocations"]
+    assert [(r.levelname, r.getMessage(), r.exc_info) for r in refusals] == [
+        ("WARNING", f"POST /invocations -> 400 {code}: {message}", None)
+    ]

@@ -447,7 +447,7 @@ def test_ping_is_served_while_the_engine_is_busy(gated: GatedEngine) -> None:
 def test_a_second_session_first_chunk_is_not_starved_by_a_long_text(gated: GatedEngine) -> None:
     long_text = " ".join(f"Sentence number {n} of the long answer." for n in range(1, 7))
     with (
-        serve_in_process(gated) as (client, served),
+        serve_in_process(gated, max_concurrent=1) as (client, served),
         client.websocket_connect("/invocations-bidirectional-stream") as a,
     ):
         a.send_text(synth(long_text, request_id="a"))

@@ -70,10 +70,17 @@ def test_a_valid_flag_hides_an_invalid_environment_value() -> None:
     assert load_settings(["--port", "8081"], {"KOKORO_PORT": "nope"}).port == 8081
 
 
-@pytest.mark.parametrize(("value", "device", "expected"), [("auto", "cpu", 1), ("auto", "cuda", 2), (3, "cpu", 3)])
+@pytest.mark.parametrize(("value", "device", "expected"), [("auto", "cuda", 2), (3, "cpu", 3), (1, "cuda", 1)])
 def test_concurrency_resolves_auto_per_device(value: int | str, device: str, expected: int) -> None:
     settings = load_settings(["--max-concurrent", str(value)], {})
     assert settings.concurrency_for("cpu" if device == "cpu" else "cuda") == expected
+
+
+def test_auto_concurrency_on_a_cpu_follows_the_rule_for_this_machines_cores() -> None:
+    from kokoro_server.concurrency import auto_plan, usable_cores
+
+    settings = load_settings([], {})
+    assert settings.concurrency_for("cpu") == auto_plan("cpu", usable_cores()).concurrency
 
 
 def test_the_command_line_reports_a_bad_setting_and_exits_2() -> None:
@@ -87,3 +94,61 @@ def test_the_command_line_reports_a_bad_setting_and_exits_2() -> None:
     )
     assert result.returncode == 2
     assert result.stderr.strip() == "kokoro_server: --port='eighty' is invalid; allowed: an integer from 1 to 65535"
+
+
+def test_limit_defaults() -> None:
+    settings = Settings()
+    assert (settings.max_sessions, settings.max_queued_requests) == (128, 100)
+    assert (settings.idle_timeout_s, settings.ws_ping_interval_s, settings.ws_ping_timeout_s) == (300.0, 20.0, 20.0)
+    assert (settings.synthesis_timeout_s, settings.metrics_interval_s) == (120.0, 10.0)
+
+
+def test_limits_from_environment_and_flags() -> None:
+    env = {
+        "KOKORO_MAX_SESSIONS": "8",
+        "KOKORO_MAX_QUEUED_REQUESTS": "5",
+        "KOKORO_IDLE_TIMEOUT_S": "30",
+        "KOKORO_WS_PING_INTERVAL_S": "0",
+        "KOKORO_SYNTHESIS_TIMEOUT_S": "2.5",
+        "KOKORO_METRICS_INTERVAL_S": "60",
+    }
+    expected = Settings(
+        max_sessions=8,
+        max_queued_requests=5,
+        idle_timeout_s=30.0,
+        ws_ping_interval_s=0.0,
+        synthesis_timeout_s=2.5,
+        metrics_interval_s=60.0,
+    )
+    assert load_settings([], env) == expected
+    assert load_settings(["--ws-ping-timeout-s", "3", "--max-sessions", "9"], env) == Settings(
+        max_sessions=9,
+        max_queued_requests=5,
+        idle_timeout_s=30.0,
+        ws_ping_interval_s=0.0,
+        ws_ping_timeout_s=3.0,
+        synthesis_timeout_s=2.5,
+        metrics_interval_s=60.0,
+    )
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--max-sessions", "0"], "--max-sessions='0' is invalid; allowed: an integer from 1 to 100000"),
+        (["--max-queued-requests", "x"], "--max-queued-requests='x' is invalid; allowed: an integer from 1 to 100000"),
+        (["--idle-timeout-s", "0"], "--idle-timeout-s='0' is invalid; allowed: seconds from 0.1 to 86400"),
+        (["--idle-timeout-s", "nan"], "--idle-timeout-s='nan' is invalid; allowed: seconds from 0.1 to 86400"),
+        (
+            ["--ws-ping-interval-s", "-1"],
+            "--ws-ping-interval-s='-1' is invalid; allowed: 0 (off) or seconds from 0.1 to 3600",
+        ),
+        (["--ws-ping-timeout-s", "0"], "--ws-ping-timeout-s='0' is invalid; allowed: seconds from 0.1 to 3600"),
+        (["--synthesis-timeout-s", "inf"], "--synthesis-timeout-s='inf' is invalid; allowed: seconds from 0.1 to 3600"),
+        (["--metrics-interval-s", "0.01"], "--metrics-interval-s='0.01' is invalid; allowed: seconds from 0.1 to 3600"),
+    ],
+)
+def test_invalid_limits_name_the_key_and_the_allowed_values(argv: list[str], message: str) -> None:
+    with pytest.raises(SettingsError) as caught:
+        load_settings(argv, {})
+    assert str(caught.value) == message

@@ -157,7 +157,7 @@ async def test_ping_and_websocket_pings_are_answered_while_the_engine_is_busy() 
 async def test_a_second_session_is_served_between_the_first_sessions_chunks() -> None:
     engine = GatedEngine()
     long_text = " ".join(f"Sentence {n} of session A." for n in range(1, 5))
-    with live_server(make_app(engine)) as server:
+    with live_server(make_app(engine, max_concurrent=1)) as server:
         try:
             async with connect(server.ws_url) as a, connect(server.ws_url) as b:
                 await a.send(synth(long_text, request_id="a"))

@@ -232,6 +232,7 @@ class RawResponse:
     body: bytearray = field(default_factory=bytearray)
     ended: bool = False
     reset: bool = False
+    reset_code: int | None = None
 
 
 class RawH2:
@@ -240,15 +241,18 @@ class RawH2:
     def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self._reader = reader
         self._writer = writer
-        self._h2 = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True, header_encoding=None))
+        # Outbound validation off: tests send malformed requests on purpose.
+        config = h2.config.H2Configuration(client_side=True, header_encoding=None, validate_outbound_headers=False)
+        self._h2 = h2.connection.H2Connection(config)
         self.responses: dict[int, RawResponse] = {}
+        self.terminated: h2.events.ConnectionTerminated | None = None
         self._h2.initiate_connection()
         self._flush()
 
-    def start(self, endpoint: str) -> int:
+    def start(self, endpoint: str, *, method: bytes = b"POST") -> int:
         stream_id = self._h2.get_next_available_stream_id()
         headers = [
-            (b":method", b"POST"),
+            (b":method", method),
             (b":scheme", b"https"),
             (b":authority", b"127.0.0.1"),
             (b":path", f"/endpoints/{endpoint}/invocations-bidirectional-stream".encode()),
@@ -288,6 +292,16 @@ class RawH2:
             self.responses[event.stream_id].ended = True
         elif isinstance(event, h2.events.StreamReset):
             self.responses[event.stream_id].reset = True
+            self.responses[event.stream_id].reset_code = int(event.error_code)
+        elif isinstance(event, h2.events.ConnectionTerminated):
+            self.terminated = event
+
+    async def until_closed(self) -> None:
+        """Read until the server closes the connection."""
+        async with asyncio.timeout(WAIT_S):
+            while data := await self._reader.read(65_536):
+                for event in self._h2.receive_data(data):
+                    self._on_event(event)
 
     def _flush(self) -> None:
         self._writer.write(self._h2.data_to_send())

@@ -26,8 +26,9 @@ from smithy_aws_event_stream.exceptions import UnmodeledEventError
 from smithy_core.aio.types import AsyncBytesReader
 
 from agent_app.speech.sagemaker import BotocoreCredentialsResolver
-from local.standin_bridge import split_part
-from local.standin_events import (
+from local.standin.bridge import split_part
+from local.standin.events import (
+    MAX_FRAME_BYTES,
     MAX_PART_BYTES,
     EventStreamDecoder,
     FrameError,
@@ -150,6 +151,24 @@ def test_decoder_rejects_a_corrupt_frame() -> None:
 def test_decoder_rejects_a_length_shorter_than_the_prelude() -> None:
     with pytest.raises(FrameError, match="total length of 8 bytes"):
         EventStreamDecoder().feed((8).to_bytes(4, "big") + bytes(8))
+
+
+def test_decoder_refuses_an_oversized_declared_length_from_its_first_four_bytes() -> None:
+    decoder = EventStreamDecoder()
+    with pytest.raises(FrameError) as info:
+        decoder.feed(b"\xff\xff\xff\xff")  # 4 GiB declared; nothing else has arrived
+    assert str(info.value) == (
+        f"event frame declares a total length of 4294967295 bytes; the limit is {MAX_FRAME_BYTES}"
+    )
+    assert MAX_FRAME_BYTES == 12 + 128 * 1024 + 16 * 1024 * 1024 + 4
+
+
+def test_decoder_buffers_a_frame_of_exactly_the_limit() -> None:
+    decoder = EventStreamDecoder(max_frame_bytes=1000)
+    assert decoder.feed((1000).to_bytes(4, "big") + bytes(20)) == []
+    assert decoder.pending == 24
+    with pytest.raises(FrameError, match="declares a total length of 1001 bytes; the limit is 1000"):
+        EventStreamDecoder(max_frame_bytes=1000).feed((1001).to_bytes(4, "big"))
 
 
 def test_unsigned_event_is_refused() -> None:

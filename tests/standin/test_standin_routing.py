@@ -10,8 +10,8 @@ import pytest
 from cryptography import x509
 from cryptography.x509.oid import ExtendedKeyUsageOID
 
-from local.standin_events import ErrorResponse
-from local.standin_routing import BridgeTarget, StandInConfig, parse_endpoint_specs, resolve_request
+from local.standin.events import ErrorResponse
+from local.standin.routing import BridgeTarget, StandInConfig, parse_endpoint_specs, resolve_request
 from local.tls import generate_tls_material, write_tls_files
 
 CONFIG = StandInConfig(endpoints={"speech": "ws://127.0.0.1:8080", "other": "wss://speech.internal:9000"})

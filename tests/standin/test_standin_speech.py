@@ -20,7 +20,7 @@ from agent_app.speech.transport import SpeechConnection, SpeechErrorCode, Speech
 from kokoro_server.engine import ZeroCostEngine
 from kokoro_server.service import EngineLoader, LoadedEngine
 from local.sagemaker_standin import StandInInfo, run_standin
-from local.standin_routing import StandInConfig
+from local.standin.routing import StandInConfig
 from speech_protocol import Close, ErrorEvent, Synthesize, encode_server_event
 from tests.speech.speech_support import Frame, LiveServer, expected_request, live_server, make_app, without_timing
 from tests.standin.standin_support import REPO_ROOT, WAIT_S, transport

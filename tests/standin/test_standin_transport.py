@@ -122,7 +122,7 @@ async def test_leaving_the_session_says_close_first() -> None:
 
 async def test_client_asks_for_a_large_stream_window(caplog: pytest.LogCaptureFixture) -> None:
     """The CRT's default 64 KiB window throttles audio bursts; the transport announces a bigger one."""
-    caplog.set_level(logging.DEBUG, logger="local.standin_h2")
+    caplog.set_level(logging.DEBUG, logger="local.standin.http2")
     async with (
         script_container(speech_like) as container,
         run_standin({"speech": container.url}) as info,

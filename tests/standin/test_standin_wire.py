@@ -18,7 +18,7 @@ from websockets.asyncio.server import ServerConnection, serve
 from websockets.frames import CloseCode
 
 from local.sagemaker_standin import run_standin
-from local.standin_routing import StandInConfig
+from local.standin.routing import StandInConfig
 from tests.standin.standin_support import (
     WAIT_S,
     ScriptContainer,

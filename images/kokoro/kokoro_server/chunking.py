@@ -46,14 +46,28 @@ class ChunkPolicy(Protocol):
 
 
 # A sentence ends at . ! ? or … (possibly repeated, possibly followed by closing quotes or
-# brackets) before whitespace or the end of the text; a line break always ends one.
-_SENTENCE_END: Final = re.compile(r"[.!?…]+[\"'”’)\]]*(?=\s|$)|\n")
+# brackets) before whitespace or the end of the text; a line break always ends one. A single period
+# followed by a lowercase ASCII word ("3 p.m. today", "a. b. c.") is skipped by the pattern itself
+# (the alternatives below are `[.!?…]+` split by that case), so a text of many such periods costs
+# one pass of the regex engine instead of Python work per period.
+_CLOSER_CLASS: Final = r"[\"'”’)\]]"
+_SENTENCE_END: Final = re.compile(
+    rf"(?:[!?…][.!?…]*|\.[.!?…]+|\.(?!{_CLOSER_CLASS}*\s+[a-z])){_CLOSER_CLASS}*(?=\s|$)|\n"
+)
 _CLAUSE_END: Final = re.compile(r"[,;:][\"'”’)\]]*(?=\s)|\s[—–-]+(?=\s)|—")
 _CLOSERS: Final = "\"'”’)]"
-_WORD_BEFORE_PERIOD: Final = re.compile(r"(\S+)\.$")
+_NEXT_VISIBLE: Final = re.compile(r"\s*(\S)")
 _ABBREVIATIONS: Final = frozenset(
     {"mr", "mrs", "ms", "dr", "prof", "sr", "jr", "st", "vs", "e.g", "i.e", "approx", "no", "fig", "inc", "ltd", "co"}
 )
+
+
+def _word_start(text: str, end: int) -> int:
+    """Start of the run of non-space characters that ends at `end` (== `end` when there is none)."""
+    start = end
+    while start > 0 and not text[start - 1].isspace():
+        start -= 1
+    return start
 
 
 def _is_abbreviation(text: str, period_at: int) -> bool:
@@ -61,30 +75,41 @@ def _is_abbreviation(text: str, period_at: int) -> bool:
 
     A single capital is an initial when it starts the text or follows a capitalised word or another
     initial ("J. R. R. Tolkien", "John F. Kennedy"), not after a lowercase word ("plan B. Then").
+    Looks only at the word before the period and the one before that (linear in their length, so a
+    text with thousands of periods is scanned once, never from its start for each period).
     """
-    match = _WORD_BEFORE_PERIOD.search(text, 0, period_at + 1)
-    if match is None:
+    start = _word_start(text, period_at)
+    if start == period_at:
         return False
-    word = match.group(1).lstrip("\"'“‘([")
+    word = text[start:period_at].lstrip("\"'“‘([")
     if word.lower() in _ABBREVIATIONS:
         return True
     if len(word) != 1 or not word.isupper():
         return False
-    before = text[: match.start()].split()
-    return not before or before[-1][0].isupper()
+    before_end = start
+    while before_end > 0 and text[before_end - 1].isspace():
+        before_end -= 1
+    if before_end == 0:
+        return True
+    return text[_word_start(text, before_end)].isupper()
 
 
 def _continues_lowercase(text: str, end: int) -> bool:
     """True when the next word starts in lowercase: "U.S. dollars", "approx. five", "3 p.m. today"."""
-    rest = text[end:].lstrip()
-    return bool(rest) and rest[0].islower()
+    match = _NEXT_VISIBLE.match(text, end)
+    return match is not None and match.group(1).islower()
 
 
 def sentence_end(text: str) -> int:
-    """Index just past the first sentence of `text` (its closing punctuation); len(text) if none."""
+    """Index just past the first sentence of `text` (its closing punctuation); len(text) if none.
+
+    Linear in the length of `text`.
+    """
+    visible = _NEXT_VISIBLE.match(text)
+    first_visible = len(text) if visible is None else visible.start(1)
     for match in _SENTENCE_END.finditer(text):
         if match.group() == "\n":
-            if text[: match.start()].strip():
+            if match.start() > first_visible:
                 return match.start()
             continue
         single_period = match.group().rstrip(_CLOSERS) == "."

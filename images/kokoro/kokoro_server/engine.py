@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import re
 import time
+from collections import deque
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 
@@ -45,6 +47,18 @@ class SpeechEngine(Protocol):
         ...
 
 
+@runtime_checkable
+class PieceStreamingEngine(Protocol):
+    """An engine that can hand one chunk's audio over in pieces, each as soon as it exists.
+
+    The pieces, concatenated, are the chunk's audio (up to the bound its implementation states);
+    each piece's word timings are relative to that piece's first sample. The iterator runs in the
+    engine's worker thread: it is blocking like `synthesize`.
+    """
+
+    def synthesize_pieces(self, text: str, voice: str, speed: float) -> Iterator[ChunkAudio]: ...
+
+
 def float_to_pcm16(audio: np.ndarray) -> bytes:
     """Float samples in [-1, 1] to PCM16 LE bytes (clipped, not wrapped, when out of range)."""
     clipped = np.clip(audio, -1.0, 1.0)
@@ -60,6 +74,8 @@ class ZeroCostEngine:
 
     Sample k of a chunk is `(k % 251) - 125`, so tests can assert the exact bytes; an optional
     `compute_s_per_char` sleeps to simulate a model's cost (the sleep releases the GIL, as torch does).
+    It remembers only its last `history` calls (`calls`), so a long soak run or a server started
+    with `--engine zero` does not grow without bound; `call_count` counts them all.
     """
 
     def __init__(
@@ -69,12 +85,21 @@ class ZeroCostEngine:
         compute_s_per_char: float = 0.0,
         voices: frozenset[str] = frozenset({"af_heart", "am_michael"}),
         default_voice: str = "af_heart",
+        history: int = 1000,
     ) -> None:
+        if history < 0:
+            raise ValueError(f"history must be >= 0, got {history}")
         self.seconds_per_char = seconds_per_char
         self.compute_s_per_char = compute_s_per_char
         self._voices = voices
         self._default_voice = default_voice
-        self.calls: list[tuple[str, str, float]] = []
+        self._calls: deque[tuple[str, str, float]] = deque(maxlen=history)
+        self.call_count = 0
+
+    @property
+    def calls(self) -> list[tuple[str, str, float]]:
+        """The last `history` calls (text, voice, speed), oldest first."""
+        return list(self._calls)
 
     @property
     def voices(self) -> frozenset[str]:
@@ -88,7 +113,8 @@ class ZeroCostEngine:
         return int(len(text) * self.seconds_per_char * SAMPLE_RATE / speed)
 
     def synthesize(self, text: str, voice: str, speed: float) -> ChunkAudio:
-        self.calls.append((text, voice, speed))
+        self._calls.append((text, voice, speed))
+        self.call_count += 1
         if self.compute_s_per_char:
             time.sleep(len(text) * self.compute_s_per_char)
         n = self.samples_for(text, speed)

@@ -19,13 +19,14 @@ from collections.abc import AsyncGenerator, Callable
 from functools import partial
 from typing import Final
 
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.types import Receive, Scope, Send
 
 from kokoro_server.audio import wav_stream_header
 from kokoro_server.chunking import Chunk, ChunkPolicy, audio_ahead_s
 from kokoro_server.engine import ChunkAudio
+from kokoro_server.metrics import SpeechMetrics
 from kokoro_server.schedule import timed
 from kokoro_server.scheduler import Lane
 from kokoro_server.service import Readiness, SpeechService
@@ -38,6 +39,7 @@ from speech_protocol import (
     Synthesize,
     check_synthesis,
     parse_client_message,
+    quote,
 )
 
 logger = logging.getLogger(__name__)
@@ -79,7 +81,7 @@ def wants_wav(body: bytes, accept: str | None) -> bool:
         media_types = {part.split(";", 1)[0].strip().lower() for part in (accept or "").split(",")}
         return bool(media_types & WAV_MEDIA_TYPES)
     if fmt not in ("pcm", "wav"):
-        raise ProtocolError(ErrorCode.INVALID_FIELD, f"'format' must be 'pcm' or 'wav', got {fmt!r}")
+        raise ProtocolError(ErrorCode.INVALID_FIELD, f"'format' must be 'pcm' or 'wav', got {quote(fmt)}")
     return bool(fmt == "wav")
 
 
@@ -97,12 +99,23 @@ def parse_invocation(body: bytes, max_text_chars: int, voices: frozenset[str]) -
 
 
 async def stream_audio(
-    lane: Lane, synthesize: Callable[[str], ChunkAudio], policy: ChunkPolicy, text: str, *, header: bytes
+    lane: Lane,
+    synthesize: Callable[[str], ChunkAudio],
+    policy: ChunkPolicy,
+    text: str,
+    *,
+    header: bytes,
+    metrics: SpeechMetrics | None = None,
+    received_at: float | None = None,
 ) -> AsyncGenerator[bytes]:
     """`header`, then each chunk's PCM; the next chunk is computed while the current one is sent.
 
     `synthesize` is the blocking engine call with voice and speed bound; it runs in `lane`.
+    `metrics` gets the request's time to first audio (from `received_at`) and its real-time factor.
     """
+    metrics = metrics if metrics is not None else SpeechMetrics.disabled()
+    received_at = received_at if received_at is not None else time.perf_counter()
+    total_compute_s = 0.0
 
     def start(chunk: Chunk | None) -> asyncio.Task[tuple[ChunkAudio, float]] | None:
         return None if chunk is None else asyncio.create_task(lane.run(partial(timed, partial(synthesize, chunk.text))))
@@ -116,7 +129,10 @@ async def stream_audio(
         while pending is not None and chunk is not None:
             audio, compute_s = await pending
             policy.observe(chunk.text, compute_s)
+            total_compute_s += compute_s
             now = time.perf_counter()
+            if first_audio_at is None and audio.pcm:
+                metrics.time_to_first_audio((now - received_at) * 1000)
             first_audio_at = now if first_audio_at is None else first_audio_at
             produced_s += audio.duration_s
             chunk = policy.next_chunk(
@@ -125,6 +141,7 @@ async def stream_audio(
             pending = start(chunk)
             if audio.pcm:
                 yield audio.pcm
+        metrics.synthesis_rtf(total_compute_s, produced_s)
     finally:
         policy.finish()
         if pending is not None and not pending.done():
@@ -154,8 +171,11 @@ class AudioStreamResponse(StreamingResponse):
             self._lane.close()
 
 
-async def invocations(request: Request, service: SpeechService) -> Response:
+async def invocations(request: Request, service: SpeechService, metrics: SpeechMetrics | None = None) -> Response:
+    received_at = time.perf_counter()
+    metrics = metrics if metrics is not None else SpeechMetrics.disabled()
     if service.readiness is not Readiness.READY:
+        metrics.error()
         return error_response(503, NOT_READY, f"the speech model is {service.readiness}")
     settings, engine = service.settings, service.engine
     try:
@@ -163,7 +183,11 @@ async def invocations(request: Request, service: SpeechService) -> Response:
         msg = parse_invocation(body, settings.max_text_chars, engine.voices)
         wav = wants_wav(body, request.headers.get("accept"))
     except ProtocolError as exc:
+        metrics.error()
         return error_response(413 if exc.code is ErrorCode.TEXT_TOO_LONG else 400, exc.code.value, exc.message)
+    except ClientDisconnect:
+        logger.info("POST /invocations: the client left before its request body ended")
+        return Response(status_code=400)  # nobody reads it; returning ends the call cleanly
     voice = msg.voice if msg.voice is not None else engine.default_voice
     speed = msg.speed if msg.speed is not None else 1.0
     lane = service.scheduler.lane(f"http-{next(_request_numbers)}")
@@ -172,6 +196,12 @@ async def invocations(request: Request, service: SpeechService) -> Response:
         return engine.synthesize(text, voice, speed)
 
     source = stream_audio(
-        lane, synthesize, service.chunk_policy(), msg.text, header=wav_stream_header() if wav else b""
+        lane,
+        synthesize,
+        service.chunk_policy(),
+        msg.text,
+        header=wav_stream_header() if wav else b"",
+        metrics=metrics,
+        received_at=received_at,
     )
     return AudioStreamResponse(source, lane, wav=wav)

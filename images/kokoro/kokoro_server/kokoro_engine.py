@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Iterator
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, get_args
@@ -17,9 +18,11 @@ from typing import TYPE_CHECKING, Any, Literal, get_args
 import numpy as np
 
 from kokoro_server import model_pin
+from kokoro_server.capability import Probe, probe_bf16_cpu, require_precision
 from kokoro_server.engine import ChunkAudio, float_to_pcm16
 from kokoro_server.g2p import offline_spacy_model
 from kokoro_server.weights import voice_files
+from kokoro_server.windowed import SAMPLES_PER_STEP, WindowPlan, decode_pieces, encode_chunk
 from speech_protocol import SAMPLE_RATE, WordTiming
 
 if TYPE_CHECKING:
@@ -98,24 +101,34 @@ class KokoroEngine:
         # spaCy pipelines are not documented as thread-safe; G2P is ~1 % of the cost, so it is
         # serialized while model inference (which releases the GIL) runs in parallel.
         self._g2p_lock = threading.Lock()
+        self.window_plan = WindowPlan()
+        """How `synthesize_pieces` cuts a chunk's vocoder work (see `windowed`)."""
         default = model_pin.DEFAULT_VOICES[0]
         self._default_voice = default if default in voice_packs else sorted(voice_packs)[0]
 
     @classmethod
     def load(
-        cls, model_dir: Path, *, device: str = "cpu", precision: str = "fp32", real_istft: bool | None = None
+        cls,
+        model_dir: Path,
+        *,
+        device: str = "cpu",
+        precision: str = "fp32",
+        real_istft: bool | None = None,
+        probe: Probe = probe_bf16_cpu,
     ) -> KokoroEngine:
         """Load config, checkpoint and every voice of `model_dir`; verify the checkpoint.
 
         `real_istft` selects kokoro's real-valued inverse STFT (`disable_complex=True`). It is
         required under reduced precision: the default iSTFT multiplies the phase by 1j, which under
         bf16 autocast makes a bf16 complex tensor that PyTorch cannot multiply on a CPU. None means
-        "only when the precision is not fp32".
+        "only when the precision is not fp32". `probe` checks that this CPU runs bf16 (see
+        `capability`): a CPU without native bf16 is refused before anything is loaded.
         """
         if precision not in PRECISIONS:
             raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
         prec: Precision = precision  # type: ignore[assignment]
         _autocast(device, prec)  # fail now, not on the first request
+        require_precision(device, prec, probe=probe)
         import torch
         from kokoro import KModel, KPipeline
 
@@ -173,3 +186,29 @@ class KokoroEngine:
             offset_s += len(audio) / SAMPLE_RATE
         samples = np.concatenate(pieces) if pieces else np.zeros(0, dtype=np.float32)
         return ChunkAudio(pcm=float_to_pcm16(samples), words=tuple(words))
+
+    def synthesize_pieces(self, text: str, voice: str, speed: float) -> Iterator[ChunkAudio]:
+        """The chunk's audio window by window (`windowed.decode_pieces`): the first piece after one
+        window of vocoder work, not the whole chunk's. Text encoder and prosody run per phoneme string."""
+        import torch
+        from kokoro import KPipeline
+
+        pack = self._packs[voice]
+        for phonemes, tokens in self.phonemize(text):
+            with torch.inference_mode(), _autocast(self._device, self._precision):
+                encoded = encode_chunk(self._model, phonemes, pack[len(phonemes) - 1], speed)
+                KPipeline.join_timestamps(tokens, encoded.pred_dur.cpu())
+                timed = [t for t in tokens if t.start_ts is not None and t.end_ts is not None]
+                piece_start_s = 0.0
+                total_s = 2 * encoded.asr.shape[-1] * SAMPLES_PER_STEP / SAMPLE_RATE  # the vocoder's 2 steps a frame
+                for piece in decode_pieces(self._model.decoder, encoded, self.window_plan):
+                    samples = piece.float().cpu().numpy()
+                    piece_end_s = piece_start_s + len(samples) / SAMPLE_RATE
+                    words = tuple(
+                        WordTiming(t.text, t.start_ts - piece_start_s, t.end_ts - piece_start_s)
+                        for t in timed
+                        # a word starting past the audio's end (rounding) still belongs to the last piece
+                        if piece_start_s <= t.start_ts and (t.start_ts < piece_end_s or piece_end_s >= total_s)
+                    )
+                    yield ChunkAudio(pcm=float_to_pcm16(samples), words=words)
+                    piece_start_s = piece_end_s

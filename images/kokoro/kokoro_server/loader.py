@@ -7,6 +7,8 @@ import time
 from pathlib import Path
 from typing import Final, Literal
 
+from kokoro_server.capability import Probe, probe_bf16_cpu, require_precision
+from kokoro_server.concurrency import configured_plan
 from kokoro_server.engine import SpeechEngine, ZeroCostEngine
 from kokoro_server.kokoro_engine import KokoroEngine
 from kokoro_server.service import LoadedEngine
@@ -38,6 +40,16 @@ def configured_model_dir(settings: Settings) -> Path | None:
     return settings.model_dir
 
 
+def preflight(settings: Settings, probe: Probe = probe_bf16_cpu) -> None:
+    """Refuse, before the server starts, a precision this host cannot run (UnsupportedPrecision).
+
+    fp32 and the zero-cost engine need no check (and no torch import); reduced precision is probed.
+    """
+    if settings.engine == "zero" or settings.precision == "fp32":
+        return
+    require_precision(resolve_device(settings.device), settings.precision, probe=probe)
+
+
 def warm_up(engine: SpeechEngine) -> float:
     """One synthesis, so that the first request does not pay for lazy initialisation; its seconds."""
     started = time.perf_counter()
@@ -53,6 +65,12 @@ def load_engine(settings: Settings) -> LoadedEngine:
     device = resolve_device(settings.device)
     model_dir = resolve_model_dir(configured_model_dir(settings))
     logger.info("loading Kokoro-82M from %s on %s (%s)", model_dir, device, settings.precision)
+    plan = configured_plan(settings.max_concurrent, device)
+    import torch
+
+    # Process-global, but each synthesis thread gets its own team of this size: see `concurrency`.
+    torch.set_num_threads(plan.threads)
+    logger.info("%d syntheses at a time, %d intra-op threads each", plan.concurrency, plan.threads)
     engine = KokoroEngine.load(model_dir, device=device, precision=settings.precision)
     logger.info("warm-up synthesis took %.2f s", warm_up(engine))
     return LoadedEngine(engine, device)

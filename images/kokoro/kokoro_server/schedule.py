@@ -374,3 +374,40 @@ def sharing_factor(jobs_in_system: int, slots: int) -> float:
     if slots < 1 or jobs_in_system < 0:
         raise ValueError(f"need slots >= 1 and jobs_in_system >= 0, got {slots}, {jobs_in_system}")
     return max(1.0, (jobs_in_system + 1) / slots)
+
+
+@dataclass(eq=False)
+class PlaybackClock:
+    """A session's playback clock: when the audio it has delivered so far ends playing.
+
+    The agent sends each sentence as its own request in one session, so a request-local schedule
+    would start every sentence from zero (the shortest piece) even while the listener still has
+    seconds of the previous sentence to hear. The clock counts the session's audio instead: each
+    piece starts playing when it is delivered or when the audio before it ends, whichever is later
+    (a player that queues what it gets and resumes after an underrun), so the audio ahead of the
+    listener is `ends_at - now`. A cancel empties the listener's queue (the page drops its buffered
+    audio), so it resets the clock.
+    """
+
+    ends_at: float | None = None
+
+    def delivered(self, at: float, duration_s: float) -> None:
+        """`duration_s` seconds of audio reached the listener at `at`."""
+        start = at if self.ends_at is None else max(self.ends_at, at)
+        self.ends_at = start + duration_s
+
+    def ahead_s(self, now: float) -> float:
+        """Seconds of delivered audio not yet played at `now`."""
+        return 0.0 if self.ends_at is None else max(0.0, self.ends_at - now)
+
+    def reset(self) -> None:
+        self.ends_at = None
+
+
+def starts_from_silence(chunk_index: int, ahead_s: float) -> bool:
+    """Whether the next chunk must be the shortest sensible piece (`first` of `ChunkPolicy`).
+
+    Only the first chunk of a request while the listener hears nothing: a request that follows
+    audio still playing is sized by that audio like any later chunk.
+    """
+    return chunk_index == 0 and ahead_s <= 0.0

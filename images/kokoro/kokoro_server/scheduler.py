@@ -6,6 +6,11 @@ has work, in turn, so one session's long text never starves another session's fi
 `max_concurrent` jobs run at once, in a thread pool (the engine releases the GIL while it
 computes, so the event loop keeps serving); the rest wait here, where they can still be dropped,
 rather than in the pool's queue, where they could not.
+
+A job that runs past `job_timeout_s` fails its caller with `SynthesisTimeoutError` at once, but
+its thread cannot be stopped: the slot stays taken (and counted as `stuck`) until the call returns.
+When every slot is stuck the scheduler is `stalled`: nothing can run, so the server reports itself
+unhealthy (/ping 503) and the orchestrator replaces it.
 """
 
 from __future__ import annotations
@@ -25,11 +30,17 @@ class LaneClosedError(RuntimeError):
     """A job was submitted to a lane that its owner already closed."""
 
 
+class SynthesisTimeoutError(RuntimeError):
+    """An engine job ran longer than the scheduler's time limit (it may still be running)."""
+
+
 @dataclass(eq=False, slots=True)
 class _Job:
     fn: Callable[[], Any]
     future: asyncio.Future[Any]
     lane: Lane
+    deadline: asyncio.TimerHandle | None = None
+    timed_out: bool = False
 
 
 @dataclass(eq=False)
@@ -75,11 +86,15 @@ class Lane:
 class FairScheduler:
     """Runs engine jobs from many lanes, round-robin, at most `max_concurrent` at a time."""
 
-    def __init__(self, max_concurrent: int, executor: Executor) -> None:
+    def __init__(self, max_concurrent: int, executor: Executor, job_timeout_s: float | None = None) -> None:
         if max_concurrent < 1:
             raise ValueError(f"max_concurrent must be at least 1, got {max_concurrent}")
+        if job_timeout_s is not None and job_timeout_s <= 0:
+            raise ValueError(f"job_timeout_s must be positive, got {job_timeout_s}")
         self.max_concurrent = max_concurrent
+        self.job_timeout_s = job_timeout_s
         self._executor = executor
+        self._stuck = 0
         self._lanes: set[Lane] = set()
         self._turns: deque[Lane] = deque()
         """Lanes with queued jobs, in the order they get their next turn."""
@@ -98,6 +113,16 @@ class FairScheduler:
     @property
     def queued(self) -> int:
         return sum(lane.queued for lane in self._lanes)
+
+    @property
+    def stuck(self) -> int:
+        """Jobs past their time limit whose thread has not returned yet (each holds a slot)."""
+        return self._stuck
+
+    @property
+    def stalled(self) -> bool:
+        """Every slot is held by a stuck job: no new job can start until one of them returns."""
+        return self._stuck >= self.max_concurrent
 
     @property
     def open_lanes(self) -> int:
@@ -125,13 +150,36 @@ class FairScheduler:
 
     def _start(self, job: _Job) -> None:
         self._running += 1
-        done = asyncio.get_running_loop().run_in_executor(self._executor, job.fn)
+        loop = asyncio.get_running_loop()
+        done = loop.run_in_executor(self._executor, job.fn)
         done.add_done_callback(lambda outcome: self._finished(job, outcome))
+        if self.job_timeout_s is not None:
+            job.deadline = loop.call_later(self.job_timeout_s, self._timed_out, job)
+
+    def _timed_out(self, job: _Job) -> None:
+        job.timed_out = True
+        self._stuck += 1
+        logger.error(
+            "engine job of lane %s has run for more than %.1f s; its slot stays taken until it returns "
+            "(%d of %d slots stuck)",
+            job.lane.name,
+            self.job_timeout_s,
+            self._stuck,
+            self.max_concurrent,
+        )
+        if not job.future.done():
+            job.future.set_exception(SynthesisTimeoutError(f"synthesis took longer than {self.job_timeout_s:g} s"))
 
     def _finished(self, job: _Job, outcome: asyncio.Future[Any]) -> None:
         self._running -= 1
-        if job.future.cancelled():
-            # The caller left while the job ran; nobody will read the outcome, so report failures here.
+        if job.deadline is not None:
+            job.deadline.cancel()
+        if job.timed_out:
+            self._stuck -= 1
+            logger.warning("engine job of lane %s returned after its time limit; its slot is free again", job.lane.name)
+        if job.future.done():
+            # The caller left (or was answered with a timeout) while the job ran; nobody will read
+            # the outcome, so report failures here.
             if not outcome.cancelled() and (exc := outcome.exception()) is not None:
                 logger.warning("engine job of lane %s failed after its caller left: %r", job.lane.name, exc)
         elif outcome.cancelled():

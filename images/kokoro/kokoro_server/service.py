@@ -62,7 +62,7 @@ class SpeechService:
         """Serve with `loaded`: one pool thread per synthesis allowed at once."""
         concurrency = self.settings.concurrency_for(loaded.device)
         self._executor = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="synthesis")
-        self._scheduler = FairScheduler(concurrency, self._executor)
+        self._scheduler = FairScheduler(concurrency, self._executor, self.settings.synthesis_timeout_s)
         self._engine = loaded.engine
         self.readiness = Readiness.READY
         logger.info("serving on %s, %d synthesis at a time", loaded.device, concurrency)
@@ -81,6 +81,11 @@ class SpeechService:
         if self._scheduler is None:
             return 1.0
         return sharing_factor(self._scheduler.running + self._scheduler.queued, self._scheduler.max_concurrent)
+
+    @property
+    def stalled(self) -> bool:
+        """Every engine slot is held by a call past its time limit: nothing can be synthesized."""
+        return self._scheduler is not None and self._scheduler.stalled
 
     @property
     def engine(self) -> SpeechEngine:

@@ -16,6 +16,12 @@ dropped; a running one finishes and is discarded), removes its queued frames and
 `cancelled`; the writer checks the mark before every audio frame, so no audio of a cancelled
 request follows `cancelled`. A disconnect cancels every task and closes the lane, which drops the
 session's queued engine jobs.
+
+Limits: a session holds at most `max_queued_requests` open requests (one more gets `queue_full`;
+a cancelled request leaves the queue at once, so cancels cannot pile up behind a long request);
+a fourth task, the watchdog, closes a session that has had no request open and no message for
+`idle_timeout_s` with 1001. A client's bad input is logged as one warning line (session, request
+id, code), never a traceback.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ import logging
 import time
 import uuid
 from collections import deque
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from functools import partial
 
@@ -33,10 +40,11 @@ from starlette.types import Message
 from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
 
 from kokoro_server.audio import split_frames
-from kokoro_server.chunking import ChunkPolicy, audio_ahead_s
-from kokoro_server.engine import ChunkAudio, SpeechEngine
-from kokoro_server.schedule import timed
-from kokoro_server.scheduler import Lane, LaneClosedError
+from kokoro_server.chunking import ChunkPolicy
+from kokoro_server.engine import ChunkAudio, PieceStreamingEngine, SpeechEngine
+from kokoro_server.metrics import SpeechMetrics
+from kokoro_server.schedule import PlaybackClock, starts_from_silence, timed
+from kokoro_server.scheduler import Lane, LaneClosedError, SynthesisTimeoutError
 from speech_protocol import (
     Cancel,
     Cancelled,
@@ -69,6 +77,10 @@ class SessionLimits:
     """Chunks of audio waiting to be sent before the producer pauses (a slow reader's backpressure)."""
     max_queued_frames: int = 256
     """Control frames waiting before the receiver stops reading (a client flooding bad messages)."""
+    max_queued_requests: int = 100
+    """Requests accepted and not yet finished; one more is refused with `queue_full`."""
+    idle_timeout_s: float | None = None
+    """Close the session after this long with no request open and no message received (None: never)."""
 
 
 @dataclass(eq=False)
@@ -83,6 +95,7 @@ class _Request:
     first_audio_at: float | None = None
     bytes_sent: int = 0
     chunks_sent: int = 0
+    compute_s: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,6 +171,37 @@ def _request_of(item: _Item) -> _Request | None:
     return None if isinstance(item, _End) else item.request
 
 
+@dataclass(eq=False)
+class RequestQueue:
+    """Accepted requests in order, then None after `close`; a cancelled request can be taken out."""
+
+    _items: deque[_Request | None] = field(default_factory=deque)
+    _added: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def put(self, item: _Request | None) -> None:
+        self._items.append(item)
+        self._added.set()
+
+    def remove(self, request: _Request) -> None:
+        if request in self._items:
+            self._items.remove(request)
+
+    async def get(self) -> _Request | None:
+        while not self._items:
+            self._added.clear()
+            await self._added.wait()
+        return self._items.popleft()
+
+    @property
+    def waiting(self) -> int:
+        """Requests waiting for their synthesis to start."""
+        return sum(item is not None for item in self._items)
+
+
+class SessionIdleError(Exception):
+    """The session had nothing to do for longer than its idle timeout."""
+
+
 class UnsupportedFrameError(Exception):
     """An ASGI receive message with neither text nor bytes: nothing the session can answer."""
 
@@ -178,24 +222,40 @@ def shift_words(words: tuple[WordTiming, ...], offset_s: float) -> tuple[WordTim
     return tuple(WordTiming(w.word, w.start_s + offset_s, w.end_s + offset_s) for w in words)
 
 
+_STREAMED = ChunkAudio(pcm=b"", words=())
+"""What `_run_engine` returns for a job that streamed its audio as pieces (nothing left to send)."""
+
+
 class Session:
     """The state of one WebSocket session; `run()` serves it until close or disconnect."""
 
     def __init__(
-        self, websocket: WebSocket, engine: SpeechEngine, lane: Lane, policy: ChunkPolicy, limits: SessionLimits
+        self,
+        websocket: WebSocket,
+        engine: SpeechEngine,
+        lane: Lane,
+        policy: ChunkPolicy,
+        limits: SessionLimits,
+        *,
+        metrics: SpeechMetrics | None = None,
     ) -> None:
         self._ws = websocket
         self._engine = engine
         self._lane = lane
         self._policy = policy
         self._limits = limits
+        self._metrics = metrics if metrics is not None else SpeechMetrics.disabled()
         self._outbox = Outbox(max_chunks=limits.max_queued_chunks, max_items=limits.max_queued_frames)
-        self._pending: asyncio.Queue[_Request | None] = asyncio.Queue()
+        self._pending = RequestQueue()
         """Accepted requests in order; None after `close`."""
+        self._last_activity = time.monotonic()
+        """When the last message arrived or the last request ended (the idle clock)."""
         self._open: dict[str, _Request] = {}
         """Requests accepted and not yet completed, failed or cancelled, oldest first."""
         self._current: tuple[_Request, asyncio.Task[None]] | None = None
         self._closing = False
+        self._clock = PlaybackClock()
+        """When the audio this session produced ends playing: chunks are sized by it (`schedule.PlaybackClock`)."""
 
     async def run(self) -> None:
         await self._ws.accept()
@@ -203,9 +263,13 @@ class Session:
         producer = asyncio.create_task(self._produce(), name=f"{self._lane.name}-produce")
         writer = asyncio.create_task(self._write(), name=f"{self._lane.name}-write")
         tasks = {receiver, producer, writer}
+        if self._limits.idle_timeout_s is not None:
+            tasks.add(
+                asyncio.create_task(self._watch_idle(self._limits.idle_timeout_s), name=f"{self._lane.name}-idle")
+            )
         close_code: int | None = None
         try:
-            close_code = await self._until_over(receiver, producer, writer)
+            close_code = await self._until_over(tasks, receiver, producer, writer)
         finally:
             for task in tasks:
                 task.cancel()
@@ -218,16 +282,26 @@ class Session:
                         "session %s: %s ended with %r after the outcome", self._lane.name, task.get_name(), exc
                     )
         if close_code is not None and self._ws.application_state == WebSocketState.CONNECTED:
+            reason = "idle timeout" if close_code == status.WS_1001_GOING_AWAY else None
             try:
-                await self._ws.close(code=close_code)
+                await self._ws.close(code=close_code, reason=reason)
             except WebSocketDisconnect:
                 logger.info("session %s: client left before the close frame", self._lane.name)
 
+    @property
+    def waiting_requests(self) -> int:
+        """Requests accepted whose synthesis has not started (the QueuedRequests gauge)."""
+        return self._pending.waiting
+
     async def _until_over(
-        self, receiver: asyncio.Task[None], producer: asyncio.Task[None], writer: asyncio.Task[None]
+        self,
+        tasks: set[asyncio.Task[None]],
+        receiver: asyncio.Task[None],
+        producer: asyncio.Task[None],
+        writer: asyncio.Task[None],
     ) -> int | None:
         """Wait for the session's outcome; return the close code to send, None when the client left."""
-        waiting: set[asyncio.Task[None]] = {receiver, producer, writer}
+        waiting = set(tasks)
         while True:
             done, waiting = await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
             for task in done:
@@ -245,6 +319,9 @@ class Session:
                 if isinstance(exc, UnsupportedFrameError):
                     logger.warning("session %s: %s", self._lane.name, exc)
                     return status.WS_1003_UNSUPPORTED_DATA
+                if isinstance(exc, SessionIdleError):
+                    logger.info("session %s: %s; closing", self._lane.name, exc)
+                    return status.WS_1001_GOING_AWAY
                 logger.error("session %s failed", self._lane.name, exc_info=exc)
                 return status.WS_1011_INTERNAL_ERROR
 
@@ -256,11 +333,24 @@ class Session:
             message = await self._ws.receive()
             if message["type"] == "websocket.disconnect":
                 return
+            self._last_activity = time.monotonic()
             try:
                 await self._handle(parse_client_message(frame_payload(message)))
             except ProtocolError as exc:
-                logger.info("session %s: rejected message: %s (%s)", self._lane.name, exc.message, exc.code)
+                # The client's mistake, not the server's: one line, no traceback.
+                logger.warning(
+                    "session %s: request %s rejected: %s: %s", self._lane.name, exc.request_id, exc.code, exc.message
+                )
                 await self._outbox.put(_Control(exc.to_event()))
+
+    async def _watch_idle(self, timeout_s: float) -> None:
+        """Return (ending the session) once nothing is open and nothing arrived for `timeout_s`."""
+        while True:
+            idle_for = time.monotonic() - self._last_activity
+            if self._open or idle_for < timeout_s:
+                await asyncio.sleep(timeout_s - idle_for if not self._open else timeout_s)
+                continue
+            raise SessionIdleError(f"no request and no message for {timeout_s:g} s")
 
     async def _handle(self, msg: ClientMessage) -> None:
         if isinstance(msg, Synthesize):
@@ -281,6 +371,13 @@ class Session:
             raise ProtocolError(
                 ErrorCode.DUPLICATE_REQUEST_ID, f"request {request_id!r} is still in progress", request_id
             )
+        if len(self._open) >= self._limits.max_queued_requests:
+            raise ProtocolError(
+                ErrorCode.QUEUE_FULL,
+                f"the session already has {len(self._open)} requests in progress or queued "
+                f"(the limit is {self._limits.max_queued_requests}); wait for one to finish, or cancel one",
+                request_id,
+            )
         request = _Request(
             request_id=request_id,
             text=msg.text,
@@ -290,7 +387,7 @@ class Session:
             accepted_at=time.perf_counter(),
         )
         self._open[request_id] = request
-        self._pending.put_nowait(request)
+        self._pending.put(request)
 
     async def _cancel(self, request_id: str | None) -> None:
         if request_id is None:
@@ -305,6 +402,9 @@ class Session:
                 )
         target.cancelled = True
         del self._open[target.request_id]
+        self._clock.reset()  # the listener drops what it has buffered
+        self._pending.remove(target)
+        self._metrics.cancel()
         if self._current is not None and self._current[0] is target:
             self._current[1].cancel()
         await self._outbox.drop(target)
@@ -314,7 +414,7 @@ class Session:
         if self._closing:
             raise ProtocolError(ErrorCode.SESSION_CLOSING, "close was already received")
         self._closing = True
-        self._pending.put_nowait(None)
+        self._pending.put(None)
 
     # --- producer ---------------------------------------------------------------------------
 
@@ -344,30 +444,70 @@ class Session:
         await self._outbox.put(_Control(SynthesisStart(request_id=request.request_id), request=request))
         remaining, index, produced_s = request.text, 0, 0.0
         while True:
-            ahead = audio_ahead_s(produced_s, request.first_audio_at, time.perf_counter())
-            chunk = self._policy.next_chunk(remaining, first=index == 0, buffered_audio_s=ahead)
+            ahead = self._clock.ahead_s(time.perf_counter())
+            chunk = self._policy.next_chunk(remaining, first=starts_from_silence(index, ahead), buffered_audio_s=ahead)
             if chunk is None:
                 break
-            audio = await self._run_engine(request, chunk.text)
-            if audio is None:
-                return
-            words = (
-                Timestamps(request.request_id, index, shift_words(audio.words, produced_s))
-                if request.timestamps
-                else None
-            )
-            await self._outbox.put(_Audio(request, words, split_frames(audio.pcm, self._limits.frame_bytes)))
-            remaining, index, produced_s = chunk.rest, index + 1, produced_s + audio.duration_s
+            async for audio in self._chunk_audio(request, chunk.text, from_silence=starts_from_silence(index, ahead)):
+                if audio is None:
+                    return
+                words = (
+                    Timestamps(request.request_id, index, shift_words(audio.words, produced_s))
+                    if request.timestamps
+                    else None
+                )
+                await self._outbox.put(_Audio(request, words, split_frames(audio.pcm, self._limits.frame_bytes)))
+                self._clock.delivered(time.perf_counter(), audio.duration_s)
+                index, produced_s = index + 1, produced_s + audio.duration_s
+            remaining = chunk.rest
         await self._outbox.put(_Complete(request))
 
-    async def _run_engine(self, request: _Request, text: str) -> ChunkAudio | None:
-        """The chunk's audio, or None after reporting an engine failure for this request."""
+    async def _chunk_audio(
+        self, request: _Request, text: str, *, from_silence: bool
+    ) -> AsyncIterator[ChunkAudio | None]:
+        """The chunk's audio: in pieces as they are made when the listener waits in silence and the
+        engine can (`PieceStreamingEngine`: first audio after a window, not a chunk), else whole.
+        None after reporting an engine failure."""
+        engine = self._engine
+        if not (from_silence and isinstance(engine, PieceStreamingEngine)):
+            yield await self._run_engine(request, text)
+            return
+        loop = asyncio.get_running_loop()
+        pieces: asyncio.Queue[ChunkAudio] = asyncio.Queue()
+
+        def make_pieces() -> None:
+            for piece in engine.synthesize_pieces(text, request.voice, request.speed):
+                loop.call_soon_threadsafe(pieces.put_nowait, piece)
+
+        job = asyncio.ensure_future(self._run_engine(request, text, make=make_pieces))
         try:
-            audio, compute_s = await self._lane.run(
-                partial(timed, partial(self._engine.synthesize, text, request.voice, request.speed))
-            )
+            while not (job.done() and pieces.empty()):
+                getter = asyncio.ensure_future(pieces.get())
+                await asyncio.wait({getter, job}, return_when=asyncio.FIRST_COMPLETED)
+                if getter.done():
+                    yield getter.result()
+                else:
+                    getter.cancel()
+            if job.result() is None:
+                yield None
+        finally:
+            job.cancel()
+
+    async def _run_engine(
+        self, request: _Request, text: str, make: Callable[[], object] | None = None
+    ) -> ChunkAudio | None:
+        """The chunk's audio, or None after reporting an engine failure for this request."""
+        synthesize = make or partial(self._engine.synthesize, text, request.voice, request.speed)
+        try:
+            audio, compute_s = await self._lane.run(partial(timed, synthesize))
         except LaneClosedError:
             raise
+        except SynthesisTimeoutError as exc:
+            # The scheduler has logged the stuck job; this request fails, the session goes on.
+            logger.warning("session %s: request %s failed: %s", self._lane.name, request.request_id, exc)
+            failure = ErrorEvent(request.request_id, ErrorCode.SYNTHESIS_FAILED.value, str(exc))
+            await self._outbox.put(_Control(failure, request=request, finishes=True))
+            return None
         except Exception:  # the engine boundary: any model failure fails this request only, not the session
             logger.exception("session %s: synthesis of request %s failed", self._lane.name, request.request_id)
             failure = ErrorEvent(
@@ -376,7 +516,8 @@ class Session:
             await self._outbox.put(_Control(failure, request=request, finishes=True))
             return None
         self._policy.observe(text, compute_s)
-        return audio
+        request.compute_s += compute_s
+        return audio if isinstance(audio, ChunkAudio) else _STREAMED
 
     # --- writer -----------------------------------------------------------------------------
 
@@ -388,6 +529,9 @@ class Session:
                     continue
                 if item.finishes and item.request is not None:
                     self._open.pop(item.request.request_id, None)
+                    self._last_activity = time.monotonic()
+                if isinstance(item.event, ErrorEvent):
+                    self._metrics.error()
                 await self._ws.send_text(encode_server_event(item.event))
             elif isinstance(item, _Audio):
                 await self._send_audio(item)
@@ -405,6 +549,7 @@ class Session:
                 return  # `cancelled` is queued behind us; nothing of this request may follow it
             if request.first_audio_at is None:
                 request.first_audio_at = time.perf_counter()
+                self._metrics.time_to_first_audio((request.first_audio_at - request.accepted_at) * 1000)
             await self._ws.send_bytes(frame)
             request.bytes_sent += len(frame)
         request.chunks_sent += 1
@@ -420,4 +565,6 @@ class Session:
             chunks=request.chunks_sent,
         )
         self._open.pop(request.request_id, None)
+        self._last_activity = time.monotonic()
+        self._metrics.synthesis_rtf(request.compute_s, complete.audio_duration_s)
         await self._ws.send_text(encode_server_event(complete))

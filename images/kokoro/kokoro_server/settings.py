@@ -66,6 +66,18 @@ def _int_between(low: int, high: int) -> tuple[Callable[[str], Any], str]:
     return parse, f"an integer from {low} to {high}"
 
 
+def _seconds_between(low: float, high: float, *, off: bool = False) -> tuple[Callable[[str], Any], str]:
+    """Seconds from `low` to `high`; with `off`, also 0 (the feature is turned off)."""
+
+    def parse(raw: str) -> float:
+        value = float(raw.strip())
+        if not (low <= value <= high or (off and value == 0)):  # also refuses nan
+            raise ValueError(raw)
+        return value
+
+    return parse, f"{'0 (off) or ' if off else ''}seconds from {low:g} to {high:g}"
+
+
 def _concurrency() -> tuple[Callable[[str], Any], str]:
     parse_int, allowed = _int_between(1, MAX_CONCURRENCY)
 
@@ -120,10 +132,67 @@ class Settings:
     precision: Precision = field(default="fp32", metadata=_spec("model precision", _choice("fp32", "bf16", "fp16")))
     max_concurrent: Concurrency = field(
         default="auto",
-        metadata=_spec("syntheses running at once; 'auto' is 1 on a CPU and 2 on a GPU; more waits", _concurrency()),
+        metadata=_spec(
+            "syntheses running at once; 'auto' is 2 on a CPU of up to 3 cores, one per 2 cores above, 2 on a "
+            "GPU (see kokoro_server/concurrency.py); more waits",
+            _concurrency(),
+        ),
     )
     max_text_chars: int = field(
         default=5000, metadata=_spec("longest text one request may carry", _int_between(1, 100_000))
+    )
+    max_sessions: int = field(
+        default=128,
+        metadata=_spec(
+            "WebSocket sessions open at once; one more is refused with HTTP 503 before the upgrade",
+            _int_between(1, 100_000),
+        ),
+    )
+    max_queued_requests: int = field(
+        default=100,
+        metadata=_spec(
+            "requests one session may have accepted and not finished; one more gets an error frame "
+            "'queue_full' and the session goes on",
+            _int_between(1, 100_000),
+        ),
+    )
+    idle_timeout_s: float = field(
+        default=300.0,
+        metadata=_spec(
+            "a session with no request in progress that receives no message for this long is closed "
+            "(1001, reason 'idle timeout')",
+            _seconds_between(0.1, 86_400),
+        ),
+    )
+    ws_ping_interval_s: float = field(
+        default=20.0,
+        metadata=_spec(
+            "seconds between the server's WebSocket keepalive pings, so half-open connections end",
+            _seconds_between(0.1, 3600, off=True),
+        ),
+    )
+    ws_ping_timeout_s: float = field(
+        default=20.0,
+        metadata=_spec(
+            "a ping unanswered for this long closes the connection (1011 'keepalive ping timeout')",
+            _seconds_between(0.1, 3600),
+        ),
+    )
+    synthesis_timeout_s: float = field(
+        default=120.0,
+        metadata=_spec(
+            "longest one engine call may run: its request then fails with 'synthesis_failed', its slot "
+            "stays taken until the call returns, and /ping answers 503 while every slot is taken so",
+            _seconds_between(0.1, 3600),
+        ),
+    )
+    metrics_interval_s: float = field(
+        default=10.0,
+        metadata=_spec(
+            "seconds between the ActiveSessions/QueuedRequests gauge lines (CloudWatch EMF, printed only "
+            "when VOICESTACK_METRICS_NAMESPACE is set)",
+            _seconds_between(0.1, 3600),
+        ),
     )
     frame_ms: int = field(
         default=1000,
@@ -143,14 +212,13 @@ class Settings:
     )
 
     def concurrency_for(self, device: Literal["cpu", "cuda"]) -> int:
-        """Syntheses allowed at once on `device`, resolving 'auto'.
+        """Syntheses allowed at once on `device`, resolving 'auto' from this machine's cores.
 
-        On a CPU one synthesis already uses every core (torch intra-op threads), so a second one
-        only slows both down; a GPU overlaps two well (one's CPU-side G2P with the other's kernels).
+        The rule and the measurement behind it are in `concurrency.auto_plan`.
         """
-        if self.max_concurrent != "auto":
-            return self.max_concurrent
-        return 1 if device == "cpu" else 2
+        from kokoro_server.concurrency import configured_plan
+
+        return configured_plan(self.max_concurrent, device).concurrency
 
 
 def env_var(name: str) -> str:

@@ -10,6 +10,12 @@ session before the client has closed its input.
 
 Only what the stand-in needs: HTTP/2 over TLS only (a client that does not negotiate h2 gets an
 HTTP/1.1 505 and is disconnected), the ASGI `http` scope (no lifespan, no WebSocket), no push.
+
+Bounds: a request whose `:method` is not an HTTP token is refused with a stream error
+(RST_STREAM PROTOCOL_ERROR), the connection goes on; a connection with no open stream and no
+traffic for `idle_timeout_s` is closed with GOAWAY; each stream's inbox holds at most one flow
+control window (65,535 bytes, HTTP/2's default, never raised): data is acknowledged only once the
+app has taken it, so a client cannot make the server buffer more.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import re
 import ssl
 from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
 from contextlib import asynccontextmanager
@@ -42,6 +49,9 @@ _TLS_HANDSHAKE_TIMEOUT_S: Final = 5.0
 """A client that rejects the certificate (s2n in the CRT waits 10-30 s before saying so) is dropped."""
 _SHUTDOWN_GRACE_S: Final = 1.0
 _MAX_CONCURRENT_STREAMS: Final = 100
+_TOKEN: Final = re.compile(rb"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+"""An HTTP method is a token (RFC 9110 section 9.1); anything else is a malformed request."""
+DEFAULT_IDLE_TIMEOUT_S: Final = 300.0
 _HTTP11_REFUSAL: Final = (
     b"HTTP/1.1 505 HTTP Version Not Supported\r\ncontent-type: text/plain\r\nconnection: close\r\n"
     b"content-length: 44\r\n\r\nthis endpoint only speaks HTTP/2 (ALPN h2)\r\n"
@@ -124,8 +134,15 @@ class _Stream:
 class _Connection:
     """One TLS connection: the HTTP/2 state machine, a read loop, one task per stream."""
 
-    def __init__(self, app: ASGIApp, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S,
+    ) -> None:
         self._app = app
+        self._idle_timeout_s = idle_timeout_s
         self._reader = reader
         self._writer = writer
         self._h2 = h2.connection.H2Connection(h2.config.H2Configuration(client_side=False, header_encoding=None))
@@ -142,7 +159,7 @@ class _Connection:
         self._h2.update_settings({SettingCodes.MAX_CONCURRENT_STREAMS: _MAX_CONCURRENT_STREAMS})
         await self._flush()
         try:
-            while data := await self._reader.read(_READ_SIZE):
+            while data := await self._read():
                 try:
                     events = self._h2.receive_data(data)
                 except h2.exceptions.ProtocolError as exc:
@@ -154,6 +171,11 @@ class _Connection:
                 await self._flush()
         except (ConnectionError, ssl.SSLError) as exc:
             logger.info("connection from %s lost: %s", self._client, exc)
+        except _IdleError:
+            logger.info("connection from %s idle for %.1f s; closing it", self._client, self._idle_timeout_s)
+            with contextlib.suppress(h2.exceptions.ProtocolError):
+                self._h2.close_connection()
+            await self._flush()
         finally:
             for stream in self._streams.values():
                 stream.on_reset()
@@ -163,6 +185,15 @@ class _Connection:
             with contextlib.suppress(ConnectionError, ssl.SSLError):
                 await self._writer.wait_closed()
 
+    async def _read(self) -> bytes:
+        """The next bytes from the client; raises _IdleError after the idle timeout with no stream open."""
+        if self._streams:
+            return await self._reader.read(_READ_SIZE)
+        try:
+            return await asyncio.wait_for(self._reader.read(_READ_SIZE), self._idle_timeout_s)
+        except TimeoutError:
+            raise _IdleError from None
+
     def _handle(self, event: h2.events.Event) -> None:
         if isinstance(event, h2.events.RequestReceived):
             self._start_stream(event.stream_id, event.headers)
@@ -171,8 +202,10 @@ class _Connection:
             if stream is not None:
                 stream.on_data(event.data, event.flow_controlled_length)
             else:
-                # The app has finished with this stream: drop the data, keep the window open.
-                self._h2.acknowledge_received_data(event.flow_controlled_length, event.stream_id)
+                # The app has finished with this stream (or it was refused): drop the data, keep the
+                # connection's window open.
+                with contextlib.suppress(h2.exceptions.StreamClosedError):
+                    self._h2.acknowledge_received_data(event.flow_controlled_length, event.stream_id)
         elif isinstance(event, h2.events.StreamEnded):
             if (stream := self._streams.get(event.stream_id)) is not None:
                 stream.on_end()
@@ -199,11 +232,18 @@ class _Connection:
                 headers.append((bytes(name), bytes(value)))
         raw_path = pseudo.get(b":path", b"/")
         path, _, query = raw_path.partition(b"?")
+        method = pseudo.get(b":method", b"")
+        if not _TOKEN.fullmatch(method):
+            # A malformed request is a stream error (RFC 9113 section 8.1.1): this stream is reset,
+            # the connection and its other streams go on.
+            logger.warning("stream %s from %s refused: malformed :method %r", stream_id, self._client, method[:40])
+            self._h2.reset_stream(stream_id, ErrorCodes.PROTOCOL_ERROR)
+            return
         scope: Message = {
             "type": "http",
             "asgi": {"version": "3.0", "spec_version": "2.3"},
             "http_version": "2",
-            "method": pseudo.get(b":method", b"GET").decode("ascii"),
+            "method": method.decode("ascii"),
             "scheme": "https",
             "path": path.decode("utf-8", "replace"),
             "raw_path": path,
@@ -291,8 +331,14 @@ class _Connection:
         self._writer.close()
 
 
+class _IdleError(Exception):
+    """A connection had no stream open and no traffic for its idle timeout."""
+
+
 @asynccontextmanager
-async def serve_http2(app: ASGIApp, sock: socket, ssl_context: ssl.SSLContext) -> AsyncIterator[None]:
+async def serve_http2(
+    app: ASGIApp, sock: socket, ssl_context: ssl.SSLContext, *, idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S
+) -> AsyncIterator[None]:
     """Serve `app` on the listening socket `sock` until the context exits, then close every connection."""
     connections: set[_Connection] = set()
     handlers: set[asyncio.Task[Any]] = set()
@@ -303,7 +349,7 @@ async def serve_http2(app: ASGIApp, sock: socket, ssl_context: ssl.SSLContext) -
             writer.write(_HTTP11_REFUSAL)
             writer.close()
             return
-        connection = _Connection(app, reader, writer)
+        connection = _Connection(app, reader, writer, idle_timeout_s)
         connections.add(connection)
         task = asyncio.current_task()
         if task is not None:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Final
 from urllib.parse import urlsplit
 
-from local.standin_events import (
+from local.standin.events import (
     EVENTSTREAM_CONTENT_TYPE,
     ErrorResponse,
     auth_error,
@@ -62,6 +62,8 @@ class StandInConfig:
     """How long the container may take to accept the WebSocket (SageMaker: 250 ms)."""
     close_timeout_s: float = 2.0
     """How long a closing handshake with the container may take before the connection is dropped."""
+    idle_timeout_s: float = 300.0
+    """A client connection with no call open and no traffic for this long is closed (GOAWAY)."""
 
     def __post_init__(self) -> None:
         if not self.endpoints:
@@ -78,6 +80,8 @@ class StandInConfig:
             raise ValueError(f"connect_timeout_s must be > 0, got {self.connect_timeout_s}")
         if self.close_timeout_s <= 0:
             raise ValueError(f"close_timeout_s must be > 0, got {self.close_timeout_s}")
+        if not self.idle_timeout_s > 0:
+            raise ValueError(f"idle_timeout_s must be > 0, got {self.idle_timeout_s}")
 
 
 def check_endpoint(name: str, url: str) -> None:

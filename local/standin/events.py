@@ -22,7 +22,7 @@ import json
 from dataclasses import dataclass
 from typing import Final, Literal
 
-from smithy_aws_event_stream.events import MAX_PAYLOAD_LENGTH, Event, EventMessage
+from smithy_aws_event_stream.events import MAX_HEADERS_LENGTH, MAX_PAYLOAD_LENGTH, Event, EventMessage
 from smithy_aws_event_stream.exceptions import EventError
 
 DataType = Literal["UTF8", "BINARY"]
@@ -38,6 +38,8 @@ _JSON_CONTENT_TYPE: Final = "application/json"
 
 MAX_PART_BYTES: Final = MAX_PAYLOAD_LENGTH - 1024
 """Largest payload one PayloadPart may carry (the codec's limit, less room for headers)."""
+MAX_FRAME_BYTES: Final = _PRELUDE_LENGTH + MAX_HEADERS_LENGTH + MAX_PAYLOAD_LENGTH + 4
+"""Largest event frame the codec can hold: prelude, 128 KiB of headers, 16 MiB of payload, CRC."""
 
 
 class FrameError(Exception):
@@ -54,17 +56,28 @@ class PayloadPart:
 
 
 class EventStreamDecoder:
-    """Splits a byte stream into event-stream messages, whatever the chunking of the stream."""
+    """Splits a byte stream into event-stream messages, whatever the chunking of the stream.
 
-    def __init__(self) -> None:
+    A frame's declared length is checked against `max_frame_bytes` as soon as its first four bytes
+    arrive, so a frame that declares 4 GiB is refused at once instead of being buffered.
+    """
+
+    def __init__(self, max_frame_bytes: int = MAX_FRAME_BYTES) -> None:
         self._buffer = bytearray()
+        self._max_frame_bytes = max_frame_bytes
 
     def feed(self, data: bytes) -> list[EventMessage]:
-        """Messages completed by `data`, in order. Raises FrameError on a corrupt frame."""
+        """Messages completed by `data`, in order. Raises FrameError on a corrupt or oversized frame."""
         self._buffer += data
         messages: list[EventMessage] = []
-        while len(self._buffer) >= _PRELUDE_LENGTH:
+        while len(self._buffer) >= 4:
             total = int.from_bytes(self._buffer[:4], "big")
+            if total > self._max_frame_bytes:
+                raise FrameError(
+                    f"event frame declares a total length of {total} bytes; the limit is {self._max_frame_bytes}"
+                )
+            if len(self._buffer) < _PRELUDE_LENGTH:
+                break
             if total < _PRELUDE_LENGTH + 4:
                 raise FrameError(f"event frame declares a total length of {total} bytes, shorter than its prelude")
             if len(self._buffer) < total:

@@ -11,6 +11,8 @@
   connection, sends a `ModelStreamError` (ErrorCode `StreamBroken`) and then ends it.
 - The container is pinged every `ping_interval_s`; after `max_missed_pongs` consecutive pings
   without a pong the connection is closed with 1011 and the client gets a `ModelStreamError`.
+- Queues are bounded: at most `FRAGMENT_QUEUE` fragments of a message wait for the container;
+  beyond that the bridge stops reading the client, whose HTTP/2 flow control then holds it back.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from websockets.exceptions import ConnectionClosed, ConnectionClosedError, Conne
 from websockets.frames import CloseCode
 from websockets.protocol import State
 
-from local.standin_events import (
+from local.standin.events import (
     MAX_PART_BYTES,
     DataType,
     EventStreamDecoder,
@@ -38,11 +40,13 @@ from local.standin_events import (
     parse_request_part,
     unwrap_signed,
 )
-from local.standin_h2 import Receive, Send
-from local.standin_routing import StandInConfig
+from local.standin.http2 import Receive, Send
+from local.standin.routing import StandInConfig
 
 logger = logging.getLogger(__name__)
 
+FRAGMENT_QUEUE: Final = 8
+"""Fragments of one message waiting for the container before the bridge stops reading the client."""
 STREAM_BROKEN: Final = "StreamBroken"
 """ModelStreamError code for a container stream that broke before it completed (SageMaker's code)."""
 
@@ -55,12 +59,12 @@ def split_part(data: bytes, data_type: DataType, *, final: bool, limit: int = MA
     return [PayloadPart(chunk, data_type, complete=final and i == len(chunks) - 1) for i, chunk in enumerate(chunks)]
 
 
-class _FragmentedMessage:
+class FragmentedMessage:
     """A WebSocket message sent fragment by fragment, as PARTIAL parts arrive."""
 
     def __init__(self, websocket: ClientConnection, data_type: DataType) -> None:
         self.data_type = data_type
-        self._queue: asyncio.Queue[bytes | None] = asyncio.Queue()
+        self._queue: asyncio.Queue[bytes | None] = asyncio.Queue(FRAGMENT_QUEUE)
         self._sending = asyncio.create_task(websocket.send(self._fragments(), text=data_type == "UTF8"))
 
     async def _fragments(self) -> AsyncIterator[bytes]:
@@ -68,13 +72,20 @@ class _FragmentedMessage:
             yield fragment
 
     async def add(self, data: bytes) -> None:
-        if self._sending.done():
-            await self._sending  # raises ConnectionClosed when the container went away
-        self._queue.put_nowait(data)
+        """Queue `data`; waits while the queue is full, raises ConnectionClosed if the container went away."""
+        await self._put(data)
 
     async def finish(self) -> None:
-        self._queue.put_nowait(None)
+        await self._put(None)
         await self._sending
+
+    async def _put(self, item: bytes | None) -> None:
+        put = asyncio.ensure_future(self._queue.put(item))
+        await asyncio.wait({put, self._sending}, return_when=asyncio.FIRST_COMPLETED)
+        if not put.done():
+            put.cancel()
+            await self._sending  # raises ConnectionClosed when the container went away
+            raise FrameError("the container stopped reading a fragmented message")
 
     async def abandon(self) -> None:
         self._sending.cancel()
@@ -96,7 +107,7 @@ class Bridge:
         self._client_gone = False
         self._ending_event: bytes | None = None
         """An event the stand-in decided to end the response with (instead of ModelStreamError)."""
-        self._fragments: _FragmentedMessage | None = None
+        self._fragments: FragmentedMessage | None = None
 
     async def run(self) -> None:
         """Until the response has ended and the client has finished its input (or gone away)."""
@@ -156,7 +167,7 @@ class Bridge:
             await self._ws.send(part.data, text=part.data_type == "UTF8")
             return
         if self._fragments is None:
-            self._fragments = _FragmentedMessage(self._ws, part.data_type)
+            self._fragments = FragmentedMessage(self._ws, part.data_type)
         elif self._fragments.data_type != part.data_type:
             raise FrameError(
                 f"DataType changed from {self._fragments.data_type} to {part.data_type} inside a fragmented message"

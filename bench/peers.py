@@ -1,0 +1,253 @@
+"""This server beside Kokoro-FastAPI, same texts, same run: `python -m bench.peers --peer-url URL`.
+
+Starts this server (`python -m kokoro_server`, the generated checkpoint unless `--model-dir`), or
+uses `--ours-url`, and measures both sides one after the other with the same client code shape:
+- first audio and whole request of the four-sentence text (`bench.texts.FOUR_SENTENCES`), median of
+  `--trials`: ours over the WebSocket session, Kokoro-FastAPI over `POST /v1/audio/speech` with
+  `stream: true` and raw PCM (its streaming mode);
+- 4 sessions at once: each one's first audio (from the moment all sent), and the throughput
+  (audio seconds produced per wall second);
+- the health probe (ours `/ping`, Kokoro-FastAPI `/health`) polled back to back during that load.
+Then the issue's target ratios (#15) with the measured values.
+
+Start Kokoro-FastAPI from its repository on the same checkpoint as the README describes
+(images/kokoro/README.md, "Peers in the same run").
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import platform
+import statistics
+import tempfile
+import time
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+import httpx
+from websockets.asyncio.client import connect
+
+from bench.speech import percentile, request, server
+from bench.texts import FOUR_SENTENCES
+from speech_protocol import SAMPLE_RATE, WS_PATH
+
+SESSIONS: Final = 4
+VOICE: Final = "af_heart"
+
+
+@dataclass(frozen=True, slots=True)
+class Run:
+    """One request as a client saw it."""
+
+    first_audio_s: float
+    total_s: float
+    audio_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class Side:
+    """Everything measured on one server."""
+
+    name: str
+    single: list[Run]
+    load_first_audio_s: list[float]
+    load_audio_s: float
+    load_wall_s: float
+    probes_ms: list[float]
+
+    @property
+    def first_audio_s(self) -> float:
+        return statistics.median(r.first_audio_s for r in self.single)
+
+    @property
+    def whole_s(self) -> float:
+        return statistics.median(r.total_s for r in self.single)
+
+    @property
+    def single_rate(self) -> float:
+        """Audio seconds per wall second of one request alone."""
+        return statistics.median(r.audio_s / r.total_s for r in self.single)
+
+    @property
+    def throughput(self) -> float:
+        return self.load_audio_s / self.load_wall_s
+
+
+# --- clients -----------------------------------------------------------------------------------
+
+Request = Callable[[str], Coroutine[Any, Any, Run]]
+
+
+def ours_client(base: str) -> Callable[[], Awaitable[tuple[Request, Callable[[], Awaitable[None]]]]]:
+    """A factory of (request, close) pairs, one WebSocket session each, on this server at `base`."""
+
+    async def open_session() -> tuple[Request, Callable[[], Awaitable[None]]]:
+        ws = await connect(base.replace("http", "ws", 1) + WS_PATH, max_size=None)
+        count = 0
+
+        async def one(text: str) -> Run:
+            nonlocal count
+            count += 1
+            trial = await request(ws, text, f"r{count}")
+            return Run(trial.first_audio_ms / 1000, trial.total_ms / 1000, trial.audio_s)
+
+        return one, ws.close
+
+    return open_session
+
+
+def peer_client(base: str) -> Callable[[], Awaitable[tuple[Request, Callable[[], Awaitable[None]]]]]:
+    """Kokoro-FastAPI's OpenAI-style streaming route, raw 24 kHz PCM16."""
+
+    async def open_session() -> tuple[Request, Callable[[], Awaitable[None]]]:
+        client = httpx.AsyncClient(base_url=base, timeout=None)
+
+        async def one(text: str) -> Run:
+            body = {"model": "kokoro", "input": text, "voice": VOICE, "response_format": "pcm", "stream": True}
+            started = time.perf_counter()
+            first: float | None = None
+            size = 0
+            async with client.stream("POST", "/v1/audio/speech", json=body) as response:
+                if response.status_code != 200:
+                    raise RuntimeError(f"{base} answered {response.status_code}: {await response.aread()!r}")
+                async for part in response.aiter_bytes():
+                    if part and first is None:
+                        first = time.perf_counter()
+                    size += len(part)
+            done = time.perf_counter()
+            if first is None:
+                raise RuntimeError(f"{base} sent no audio")
+            return Run(first - started, done - started, size / 2 / SAMPLE_RATE)
+
+        return one, client.aclose
+
+    return open_session
+
+
+async def measure(
+    name: str,
+    base: str,
+    probe_path: str,
+    open_session: Callable[[], Awaitable[tuple[Request, Callable[[], Awaitable[None]]]]],
+    trials: int,
+) -> Side:
+    one, close = await open_session()
+    try:
+        await one(FOUR_SENTENCES)  # warm-up: the first call at a new length is slower
+        single = [await one(FOUR_SENTENCES) for _ in range(trials)]
+    finally:
+        await close()
+    sessions = [await open_session() for _ in range(SESSIONS)]
+    probes: list[float] = []
+    try:
+        async with httpx.AsyncClient(base_url=base, timeout=None) as client:
+            await client.get(probe_path)
+            jobs = [asyncio.create_task(run(FOUR_SENTENCES)) for run, _ in sessions]
+            while not all(job.done() for job in jobs):
+                sent = time.perf_counter()
+                await client.get(probe_path)
+                probes.append((time.perf_counter() - sent) * 1000)
+                await asyncio.sleep(0.02)
+            runs = [await job for job in jobs]
+            wall = max(r.total_s for r in runs)
+    finally:
+        for _, close_one in sessions:
+            await close_one()
+    return Side(
+        name=name,
+        single=single,
+        load_first_audio_s=sorted(r.first_audio_s for r in runs),
+        load_audio_s=sum(r.audio_s for r in runs),
+        load_wall_s=wall,
+        probes_ms=probes,
+    )
+
+
+# --- report ------------------------------------------------------------------------------------
+
+
+def render(ours: Side, peer: Side, setup: str) -> str:
+    """The side-by-side table and the target ratios. Pure."""
+
+    def fa(side: Side) -> str:
+        return ", ".join(f"{s:.2f}" for s in side.load_first_audio_s)
+
+    def probe(side: Side) -> str:
+        if not side.probes_ms:
+            return "n/a"
+        return f"p50 {percentile(side.probes_ms, 50):.0f} / p99 {percentile(side.probes_ms, 99):.0f} ms"
+
+    rows = [
+        ("first audio, four sentences (median)", f"{ours.first_audio_s:.2f} s", f"{peer.first_audio_s:.2f} s"),
+        ("whole request, same text (median)", f"{ours.whole_s:.2f} s", f"{peer.whole_s:.2f} s"),
+        (f"{SESSIONS} sessions, first audio of each", f"{fa(ours)} s", f"{fa(peer)} s"),
+        (f"{SESSIONS}-session throughput (audio-s per s)", f"{ours.throughput:.2f}", f"{peer.throughput:.2f}"),
+        ("health probe under that load", probe(ours), probe(peer)),
+    ]
+    width = max(len(r[0]) for r in rows)
+    lines = [setup, "", f"| {'measure':<{width}} | {ours.name} | {peer.name} |", f"|{'-' * (width + 2)}|---|---|"]
+    lines += [f"| {m:<{width}} | {a} | {b} |" for m, a, b in rows]
+    lines += ["", "targets (#15):"]
+    for label, value, goal, ok in target_ratios(ours, peer):
+        lines.append(f"  {label}: {value:.2f} (target {goal}) {'met' if ok else 'NOT met'}")
+    return "\n".join(lines)
+
+
+def target_ratios(ours: Side, peer: Side) -> list[tuple[str, float, str, bool]]:
+    """(label, measured ratio, target, met) for each target of issue #15 measurable here. Pure."""
+    first_vs_whole = ours.first_audio_s / ours.whole_s
+    fourth_vs_single = ours.load_first_audio_s[-1] / ours.first_audio_s
+    vs_single = ours.throughput / ours.single_rate
+    vs_peer = ours.throughput / peer.throughput
+    return [
+        ("first audio / whole request", first_vs_whole, "<= 0.08", first_vs_whole <= 0.08),
+        ("4th of 4 sessions' first audio / single", fourth_vs_single, "<= 2", fourth_vs_single <= 2),
+        ("4-session throughput / one session's audio rate", vs_single, ">= 1.3", vs_single >= 1.3),
+        ("4-session throughput / Kokoro-FastAPI's", vs_peer, ">= 1.2", vs_peer >= 1.2),
+    ]
+
+
+def cpu_name() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+async def run_both(ours_url: str, peer_url: str, trials: int) -> tuple[Side, Side]:
+    ours = await measure("this server", ours_url, "/ping", ours_client(ours_url), trials)
+    peer = await measure("Kokoro-FastAPI", peer_url, "/health", peer_client(peer_url), trials)
+    return ours, peer
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--peer-url", required=True, help="Kokoro-FastAPI base URL, e.g. http://127.0.0.1:8880")
+    parser.add_argument("--ours-url", help="this server's base URL (default: start one here)")
+    parser.add_argument("--model-dir", type=Path, help="weights for the server started here (default: generated)")
+    parser.add_argument("--trials", type=int, default=5)
+    parser.add_argument("--server-flag", action="append", default=[], help="extra flag for the server started here")
+    args = parser.parse_args(argv)
+    import os
+
+    setup = f"{cpu_name()}, {os.cpu_count()} cores, {args.trials} trials, voice {VOICE}"
+    if args.ours_url:
+        ours, peer = asyncio.run(run_both(args.ours_url, args.peer_url, args.trials))
+    else:
+        from kokoro_server.fake_weights import ensure_random_weights
+
+        model_dir = args.model_dir or ensure_random_weights()
+        flags = ("--model-dir", str(model_dir), *args.server_flag)
+        with tempfile.TemporaryDirectory() as logs, server(Path(logs), "ours", *flags) as port:
+            ours, peer = asyncio.run(run_both(f"http://127.0.0.1:{port}", args.peer_url, args.trials))
+    print(render(ours, peer, setup))
+
+
+if __name__ == "__main__":
+    main()
