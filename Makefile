@@ -25,7 +25,7 @@ FIND_PY312 = for p in python3.12 $$(ls -d $$HOME/.pyenv/versions/3.12*/bin/pytho
 export PYTHONPATH := $(CURDIR):$(CURDIR)/images/kokoro
 export PYTHONUNBUFFERED := 1
 
-.PHONY: help env system-deps local test lint typecheck unit bench bench-gapless lab weights lock bench-bargein bench-segmenters bench-soak bench-hostile bench-peers
+.PHONY: help env system-deps local test lint typecheck unit bench bench-gapless lab weights lock bench-bargein bench-segmenters bench-soak bench-hostile bench-peers bench-agent-clients
 
 help:
 	@echo "make local   - run the local stack (speech server, SageMaker stand-in, agent, browser page)"
@@ -38,6 +38,7 @@ help:
 	@echo "make bench-bargein - barge-in: Stop, new question, hang-up; page silent and speech server idle"
 	@echo "make bench-segmenters - sentence splitters: exact score and CPU per delta (BENCH_ARGS=--golden PATH)"
 	@echo "make bench-peers BENCH_ARGS='--peer-url URL' - this server beside Kokoro-FastAPI, one table"
+	@echo "make bench-agent-clients - agent set-up per call: per-invocation vs per-process clients"
 
 # Syncs the environment with uv.lock, exactly (all extras; packages the lock does not name are removed).
 # Costs about 0.3 s when nothing changed.
@@ -105,3 +106,6 @@ bench-hostile: env
 
 bench-peers: env
 	"$(PY)" -m bench.peers $(BENCH_ARGS)
+
+bench-agent-clients: env
+	"$(PY)" -m bench.agent_clients $(BENCH_ARGS)

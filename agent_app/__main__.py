@@ -40,6 +40,11 @@ def main(argv: list[str] | None = None) -> int:
         config.speech_mode,
         config.agent_deadline_s,
     )
+    if config.agentcore_memory_id is not None:
+        store = f"AgentCore Memory {config.agentcore_memory_id}"
+    else:
+        store = f"files under {config.session_dir}"
+    logger.info("conversations: %s; the model sees the last %d messages", store, config.history_messages)
     create_app(config).run(port=args.port, host=args.host)
     return 0
 

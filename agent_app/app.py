@@ -2,13 +2,18 @@
 
 `BedrockAgentCoreApp` serves `/invocations` and `/ping` on port 8080 and turns every event of the
 returned async generator into `data: <json>\\n\\n`. The entrypoint is a coroutine rather than an
-async generator so that a payload it cannot serve gets a 400 with a JSON body (the SDK passes a
-returned Response through) instead of a stream that starts with 200. Model, agent and speech
-transport are created per invocation.
+async generator so that a call it cannot serve gets a 4xx/5xx with a JSON body (the SDK passes a
+returned Response through) instead of a stream that starts with 200.
+
+What is expensive is built once per process, when the app is created (never at import): the
+model (Bedrock's boto3 client), the speech transport and the conversation store. Per call: the
+Strands agent (one runs one invocation at a time), given the conversation of the call's session
+id (`memory.SESSION_HEADER`, which the SDK hands over as `context.session_id`).
 
 A caller who hangs up stops the invocation at once (`hangup.py`): model stream cancelled, speech
 requests cancelled with the protocol's `cancel`. `WS /ws` serves the same entrypoint full duplex
-(`ws_route.py`): questions and `stop` up, the same events down.
+(`ws_route.py`): questions and `stop` up, the same events down; its turns are turns of the
+conversation named by the upgrade request's session id.
 """
 
 from __future__ import annotations
@@ -19,64 +24,185 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 
 from bedrock_agentcore.runtime import BedrockAgentCoreApp
+from bedrock_agentcore.runtime.context import RequestContext
+from botocore.exceptions import BotoCoreError, ClientError  # type: ignore[import-untyped]
 from starlette import status
 from starlette.responses import JSONResponse
+from starlette.websockets import WebSocket
+from strands import Agent
+from strands.types.exceptions import SessionException
 
 from agent_app import events
 from agent_app.config import AgentConfig
-from agent_app.events import AgentErrorCode, AgentEvent
+from agent_app.events import AgentErrorCode, AgentEvent, ErrorEvent
 from agent_app.hangup import HangupMiddleware, current_hangup, on_hangup_threadsafe
 from agent_app.invocation import BadRequest, parse_invocation
+from agent_app.memory import (
+    BadSessionId,
+    ConversationLease,
+    Conversations,
+    SessionBusy,
+    SessionManagerFactory,
+    agentcore_sessions,
+    check_session_id,
+    file_sessions,
+)
+from agent_app.metrics import InvocationMetrics
 from agent_app.models import ModelChoice, build_agent, build_model
-from agent_app.pipeline import CALLER_GONE_AFTER_S, Invocation, PipelineSettings
+from agent_app.pipeline import CALLER_GONE_AFTER_S, Invocation, Outcome, PipelineSettings
 from agent_app.speech.factory import build_transport
 from agent_app.speech.transport import SpeechTransport
 from agent_app.ws_route import conversation_handler
 
 logger = logging.getLogger(__name__)
 
+LEASE_GRACE_S = 1.0
+"""Beyond the deadline and the caller-gone wait, after which a conversation's turn is given back
+even if its invocation never ran (its events were never read, so its work never started)."""
+
+_STORE_ERRORS = (SessionException, OSError, BotoCoreError, ClientError)
+"""What a conversation store raises when it cannot be read (files, AgentCore Memory's API)."""
+
+
+def build_sessions(config: AgentConfig) -> SessionManagerFactory | None:
+    """AgentCore Memory when AGENTCORE_MEMORY_ID is set, else files under AGENT_SESSION_DIR."""
+    if config.agentcore_memory_id is not None:
+        if config.aws_region is None:
+            raise ValueError("AWS_REGION is required with AGENTCORE_MEMORY_ID")  # load_config guarantees it
+        return agentcore_sessions(config.agentcore_memory_id, config.aws_region)
+    if config.session_dir is not None:
+        return file_sessions(config.session_dir)
+    return None
+
 
 @dataclass(frozen=True, slots=True)
 class AppDependencies:
-    """What the entrypoint builds per invocation; tests swap in a scripted model or a test transport."""
+    """What the app builds once per process; tests swap in a scripted model or a test transport."""
 
     model: Callable[[AgentConfig], ModelChoice] = build_model
     transport: Callable[[AgentConfig], SpeechTransport] = build_transport
+    sessions: Callable[[AgentConfig], SessionManagerFactory | None] = build_sessions
+    metrics: Callable[[], InvocationMetrics] = InvocationMetrics.from_env
     caller_gone_after_s: float = CALLER_GONE_AFTER_S
 
 
-def create_app(config: AgentConfig, dependencies: AppDependencies | None = None) -> BedrockAgentCoreApp:
-    deps = dependencies or AppDependencies()
-    app = BedrockAgentCoreApp()
-    app.add_middleware(HangupMiddleware)
+class Refused(Exception):
+    """A call that cannot start: its HTTP status and the `error` event that says why."""
 
-    async def invoke(payload: object) -> JSONResponse | AsyncIterator[AgentEvent]:
+    def __init__(self, status_code: int, event: ErrorEvent) -> None:
+        super().__init__(event["message"])
+        self.status_code = status_code
+        self.event = event
+
+
+class AgentService:
+    """Starts invocations: checks the call, takes its conversation's turn, builds its agent.
+
+    The entrypoint uses it; any other route (a WebSocket) can start invocations the same way.
+    """
+
+    def __init__(self, config: AgentConfig, dependencies: AppDependencies | None = None) -> None:
+        deps = dependencies or AppDependencies()
+        self.config = config
+        self._deps = deps
+        self._model = deps.model(config)
+        self._transport = deps.transport(config)
+        self.conversations = Conversations(deps.sessions(config), wait_s=config.session_wait_s)
+        self._metrics = deps.metrics()
+
+    async def start(self, payload: object, session_id: str | None) -> Invocation:
+        """An invocation ready to stream (its work starts when its events are read); raises `Refused`."""
+        config = self.config
         try:
-            request = parse_invocation(payload, default_mode=config.speech_mode, default_voice=config.speech_voice)
-        except BadRequest as exc:
-            logger.warning("bad invocation payload: %s", exc)
-            return JSONResponse(
-                events.error(AgentErrorCode.BAD_REQUEST, str(exc)), status_code=status.HTTP_400_BAD_REQUEST
+            request = parse_invocation(
+                payload, default_mode=config.speech_mode, default_voice=config.speech_voice, voices=config.speech_voices
             )
-        choice = deps.model(config)
-        invocation = Invocation(
+            conversation = check_session_id(session_id)
+        except (BadRequest, BadSessionId) as exc:
+            logger.warning("bad invocation: %s", exc)
+            raise Refused(status.HTTP_400_BAD_REQUEST, events.error(AgentErrorCode.BAD_REQUEST, str(exc))) from None
+        try:
+            lease = await self.conversations.acquire(conversation)
+        except SessionBusy as exc:
+            logger.warning("session %s: %s", conversation, exc)
+            raise Refused(status.HTTP_409_CONFLICT, events.error(AgentErrorCode.SESSION_BUSY, str(exc))) from None
+        try:
+            agent = await asyncio.to_thread(self._build_agent, lease)
+        except _STORE_ERRORS as exc:
+            lease.release()
+            logger.error("session %s: the conversation store failed: %s", conversation, exc)
+            raise Refused(
+                status.HTTP_503_SERVICE_UNAVAILABLE,
+                events.error(AgentErrorCode.MEMORY_UNAVAILABLE, f"the conversation could not be loaded: {exc}"),
+            ) from None
+        except BaseException:
+            lease.release()
+            raise
+
+        # Every invocation's work ends within this bound; one whose events were never read never
+        # starts, and would otherwise hold its conversation for good.
+        bound_s = config.agent_deadline_s + self._deps.caller_gone_after_s + LEASE_GRACE_S
+        watchdog = asyncio.get_running_loop().call_later(bound_s, lease.release)
+
+        def finished(invocation: Invocation) -> None:
+            watchdog.cancel()
+            lease.release()
+            self._metrics.record(
+                str(invocation.outcome or Outcome.FAILED),
+                first_text_s=invocation.first_text_s,
+                first_audio_s=invocation.first_audio_s,
+            )
+
+        return Invocation(
             prompt=request.prompt,
-            agent=build_agent(choice.model),
-            model_name=choice.name,
-            demo=choice.demo,
-            transport=deps.transport(config),
+            agent=agent,
+            model_name=self._model.name,
+            demo=self._model.demo,
+            transport=self._transport,
             settings=PipelineSettings(
                 mode=request.mode,
                 voice=request.voice,
+                speed=request.speed,
                 deadline_s=config.agent_deadline_s,
-                caller_gone_after_s=deps.caller_gone_after_s,
+                caller_gone_after_s=self._deps.caller_gone_after_s,
             ),
+            on_finished=finished,
         )
+
+    def _build_agent(self, lease: ConversationLease) -> Agent:
+        # Blocking: the session manager reads the stored conversation (files or AgentCore Memory).
+        return build_agent(
+            self._model.model,
+            session_manager=self.conversations.session_manager(lease),
+            history_messages=self.config.history_messages,
+        )
+
+
+def create_app(config: AgentConfig, dependencies: AppDependencies | None = None) -> BedrockAgentCoreApp:
+    service = AgentService(config, dependencies)
+    app = BedrockAgentCoreApp()
+    app.add_middleware(HangupMiddleware)
+
+    async def start(payload: object, session_id: str | None) -> JSONResponse | AsyncIterator[AgentEvent]:
+        try:
+            invocation = await service.start(payload, session_id)
+        except Refused as refused:
+            return JSONResponse(dict(refused.event), status_code=refused.status_code)
         hangup = current_hangup.get()
         if hangup is not None:
             hangup.subscribe(on_hangup_threadsafe(asyncio.get_running_loop(), invocation.hang_up))
         return invocation.events()
 
+    # The SDK passes the request context only to an entrypoint whose second parameter is named `context`.
+    async def invoke(payload: object, context: RequestContext) -> JSONResponse | AsyncIterator[AgentEvent]:
+        return await start(payload, context.session_id)
+
+    async def conversation(websocket: WebSocket, context: RequestContext) -> None:
+        async def invoke_turn(payload: object) -> JSONResponse | AsyncIterator[AgentEvent]:
+            return await start(payload, context.session_id)
+
+        await conversation_handler(invoke_turn)(websocket, context)
+
     app.entrypoint(invoke)
-    app.websocket(conversation_handler(invoke))
+    app.websocket(conversation)
     return app

@@ -21,6 +21,13 @@ TRANSPORTS: tuple[SpeechTransportKind, ...] = get_args(SpeechTransportKind)
 DEFAULT_TRANSPORT: SpeechTransportKind = "sagemaker"
 DEFAULT_MODE: Mode = "stream"
 DEFAULT_DEADLINE_S = 120.0
+DEFAULT_VOICES: tuple[str, ...] = ("af_heart", "af_bella", "am_michael", "bf_emma")
+"""The voices the speech image serves (kokoro_server.model_pin.DEFAULT_VOICES; a test keeps them equal)."""
+DEFAULT_HISTORY_MESSAGES = 20
+"""Messages of a conversation the model sees: about 10 question-answer turns without tool calls."""
+MIN_HISTORY_MESSAGES = 2
+DEFAULT_SESSION_WAIT_S = 5.0
+"""How long a call waits for the previous call of its conversation to finish (a barge-in's new question)."""
 
 
 class ConfigError(ValueError):
@@ -53,6 +60,16 @@ class AgentConfig:
     """AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME_HTTP2: an https:// URL replacing SageMaker's (the local stand-in)."""
     sagemaker_ca_file: Path | None
     """SAGEMAKER_CA_FILE: a PEM file of the CA to trust for that URL (the stand-in's throwaway CA)."""
+    speech_voices: tuple[str, ...] = DEFAULT_VOICES
+    """SPEECH_VOICES: comma-separated voices the container serves; a call naming another gets a 400."""
+    agentcore_memory_id: str | None = None
+    """AGENTCORE_MEMORY_ID: AgentCore Memory that keeps conversations; unset means local files."""
+    session_dir: Path | None = None
+    """AGENT_SESSION_DIR: where conversations are kept without AgentCore Memory (None: not kept)."""
+    history_messages: int = DEFAULT_HISTORY_MESSAGES
+    """AGENT_HISTORY_MESSAGES: the most recent messages of a conversation the model sees."""
+    session_wait_s: float = DEFAULT_SESSION_WAIT_S
+    """AGENT_SESSION_WAIT_S: how long a call waits while its conversation is busy before it is refused."""
 
     @property
     def demo(self) -> bool:
@@ -99,6 +116,35 @@ def _ws_url(env: Mapping[str, str], key: str) -> str | None:
     return value
 
 
+def _int_at_least(env: Mapping[str, str], key: str, minimum: int, default: int) -> int:
+    value = _get(env, key)
+    if value is None:
+        return default
+    try:
+        number = int(value)
+    except ValueError:
+        raise ConfigError(key, f"must be a whole number of at least {minimum}; got {value!r}") from None
+    if number < minimum:
+        raise ConfigError(key, f"must be a whole number of at least {minimum}; got {value!r}")
+    return number
+
+
+def _names(env: Mapping[str, str], key: str, default: tuple[str, ...]) -> tuple[str, ...]:
+    value = _get(env, key)
+    if value is None:
+        return default
+    names = tuple(dict.fromkeys(name.strip() for name in value.split(",") if name.strip()))
+    if not names:
+        raise ConfigError(key, f"must list at least one name, separated by commas; got {value!r}")
+    return names
+
+
+def default_session_dir(env: Mapping[str, str]) -> Path:
+    """Local conversations live in the cache the rest of the stack uses (VOICESTACK_CACHE overrides)."""
+    cache = _get(env, "VOICESTACK_CACHE")
+    return (Path(cache) if cache is not None else Path.home() / ".cache" / "voicestack") / "conversations"
+
+
 def _https_url(env: Mapping[str, str], key: str) -> str | None:
     value = _get(env, key)
     if value is None:
@@ -135,7 +181,17 @@ def load_config(env: Mapping[str, str]) -> AgentConfig:
         agent_deadline_s=_positive_seconds(env, "AGENT_DEADLINE_S", DEFAULT_DEADLINE_S),
         sagemaker_endpoint_url=_https_url(env, "AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME_HTTP2"),
         sagemaker_ca_file=_existing_file(env, "SAGEMAKER_CA_FILE"),
+        speech_voices=_names(env, "SPEECH_VOICES", DEFAULT_VOICES),
+        agentcore_memory_id=_get(env, "AGENTCORE_MEMORY_ID"),
+        session_dir=Path(dir_) if (dir_ := _get(env, "AGENT_SESSION_DIR")) is not None else default_session_dir(env),
+        history_messages=_int_at_least(env, "AGENT_HISTORY_MESSAGES", MIN_HISTORY_MESSAGES, DEFAULT_HISTORY_MESSAGES),
+        session_wait_s=_positive_seconds(env, "AGENT_SESSION_WAIT_S", DEFAULT_SESSION_WAIT_S),
     )
+    if config.speech_voice is not None and config.speech_voice not in config.speech_voices:
+        voices = ", ".join(config.speech_voices)
+        raise ConfigError("SPEECH_VOICE", f"must be one of SPEECH_VOICES ({voices}); got {config.speech_voice!r}")
+    if config.agentcore_memory_id is not None and config.aws_region is None:
+        raise ConfigError("AWS_REGION", "is required when AGENTCORE_MEMORY_ID is set")
     if transport == "sagemaker":
         if config.speech_endpoint_name is None:
             raise ConfigError("SPEECH_ENDPOINT_NAME", "is required when SPEECH_TRANSPORT is sagemaker")

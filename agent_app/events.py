@@ -2,8 +2,10 @@
 
 AgentCore turns each dict yielded by the entrypoint into `data: <json>\\n\\n`. An invocation yields,
 in order: `agent_start`; `text_delta` (many); `audio_start`; `audio_chunk` (many, `seq` 0, 1, 2, ...;
-in `stream` mode interleaved with `text_delta`); `audio_end`; `metrics`; `agent_end`. On failure it
-yields one `error` event instead of the rest and ends.
+in `stream` mode interleaved with `text_delta`); `audio_end`; `metrics`; `agent_end`. A `words`
+event (word timings for captions) comes right before the audio it describes. On failure it
+yields one `error` event instead of the rest and ends; the one exception is `speech_unavailable`
+before any audio: the answer then goes on as text (no audio) and ends normally.
 """
 
 from __future__ import annotations
@@ -33,6 +35,10 @@ class AgentErrorCode(StrEnum):
     CALLER_TOO_SLOW = "caller_too_slow"
     """The caller read nothing for a long time and the answer was stopped (seen only if it reads again)."""
     INTERNAL_ERROR = "internal_error"
+    SESSION_BUSY = "session_busy"
+    """Another call of the same conversation (session id) is still running (HTTP 409)."""
+    MEMORY_UNAVAILABLE = "memory_unavailable"
+    """The conversation store could not be read (HTTP 503)."""
 
 
 class AgentStartEvent(TypedDict):
@@ -58,6 +64,18 @@ class AudioChunkEvent(TypedDict):
     type: Literal["audio_chunk"]
     seq: int
     audio: str
+
+
+class WordTiming(TypedDict):
+    word: str
+    start_s: float
+    """Seconds from the first sample of the answer's audio (`audio_chunk` seq 0)."""
+    end_s: float
+
+
+class WordsEvent(TypedDict):
+    type: Literal["words"]
+    words: list[WordTiming]
 
 
 class AudioEndEvent(TypedDict):
@@ -89,6 +107,7 @@ AgentEvent = (
     | TextDeltaEvent
     | AudioStartEvent
     | AudioChunkEvent
+    | WordsEvent
     | AudioEndEvent
     | MetricsEvent
     | AgentEndEvent
@@ -113,6 +132,18 @@ def audio_chunk(seq: int, pcm: bytes) -> AudioChunkEvent:
     if seq < 0:
         raise ValueError(f"seq must be >= 0, got {seq}")
     return {"type": "audio_chunk", "seq": seq, "audio": base64.b64encode(pcm).decode("ascii")}
+
+
+def words(timings: list[tuple[str, float, float]], *, offset_s: float) -> WordsEvent:
+    """Word timings of the audio that follows; `offset_s` moves them from the request's first sample
+    to the answer's (the audio already sent before the request), rounded to milliseconds."""
+    return {
+        "type": "words",
+        "words": [
+            {"word": word, "start_s": round(offset_s + start, 3), "end_s": round(offset_s + end, 3)}
+            for word, start, end in timings
+        ],
+    }
 
 
 def audio_end(chunks: int, num_bytes: int) -> AudioEndEvent:

@@ -1,18 +1,23 @@
-"""The invocation payload: `{"prompt": str, "mode"?: "stream"|"batch", "voice"?: str}`, checked.
+"""The invocation payload: `{"prompt": str, "mode"?: "stream"|"batch", "voice"?: str, "speed"?: number}`.
 
-Pure: a JSON value in, an `InvocationRequest` or a `BadRequest` naming the field out.
+Pure: a JSON value in, an `InvocationRequest` or a `BadRequest` naming the field out. Everything
+the speech container would refuse later (an unknown voice, a speed out of range) is refused here,
+before the model has said a word.
 """
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
 
 from agent_app.events import MODES, Mode
+from speech_protocol import SPEED_MAX, SPEED_MIN
 
 MAX_PROMPT_CHARS: Final = 8_000
 MAX_VOICE_CHARS: Final = 64
-FIELDS: Final = ("prompt", "mode", "voice")
+FIELDS: Final = ("prompt", "mode", "voice", "speed")
 
 
 class BadRequest(ValueError):
@@ -25,10 +30,15 @@ class InvocationRequest:
     mode: Mode
     voice: str | None
     """None: the container's default voice."""
+    speed: float | None = None
+    """None: the container's default speed (1.0)."""
 
 
-def parse_invocation(payload: object, *, default_mode: Mode, default_voice: str | None) -> InvocationRequest:
-    """Check an invocation payload; fields left out take the configured defaults."""
+def parse_invocation(
+    payload: object, *, default_mode: Mode, default_voice: str | None, voices: Sequence[str]
+) -> InvocationRequest:
+    """Check an invocation payload; fields left out take the configured defaults; `voices` are
+    the voices the speech container serves."""
     if not isinstance(payload, dict):
         raise BadRequest(f"the payload must be a JSON object, got {type(payload).__name__}")
     unknown = sorted(str(key) for key in payload if key not in FIELDS)
@@ -58,6 +68,23 @@ def parse_invocation(payload: object, *, default_mode: Mode, default_voice: str 
         raw_voice = payload["voice"]
         if not isinstance(raw_voice, str) or not raw_voice.strip() or len(raw_voice) > MAX_VOICE_CHARS:
             raise BadRequest(f"'voice' must be a non-empty string of at most {MAX_VOICE_CHARS} characters")
+        if raw_voice not in voices:
+            raise BadRequest(f"'voice' must be one of {', '.join(voices)}; got {raw_voice!r}")
         voice = raw_voice
 
-    return InvocationRequest(prompt=prompt, mode=mode, voice=voice)
+    speed: float | None = None
+    if "speed" in payload:
+        speed = _speed(payload["speed"])
+
+    return InvocationRequest(prompt=prompt, mode=mode, voice=voice, speed=speed)
+
+
+def _speed(raw: object) -> float:
+    message = f"'speed' must be a number from {SPEED_MIN:g} to {SPEED_MAX:g}"
+    # bool is an int in Python, and true is not a speed; a huge int would overflow float().
+    if isinstance(raw, bool) or not isinstance(raw, int | float) or (isinstance(raw, int) and abs(raw) > 10):
+        raise BadRequest(f"{message}; got {raw!r}"[:200])
+    speed = float(raw)
+    if not math.isfinite(speed) or not SPEED_MIN <= speed <= SPEED_MAX:
+        raise BadRequest(f"{message}; got {raw!r}")
+    return speed

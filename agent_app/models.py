@@ -2,8 +2,9 @@
 
 `ScriptedModel` is a real `strands.models.Model`: it streams a fixed answer token by token at a
 chosen rate, tool calls included, through the same Strands event loop as Bedrock. Tests and the
-latency measurements use it; the offline demo (no BEDROCK_MODEL_ID) is one. Nothing here is
-created at import time.
+latency measurements use it; the offline demo (no BEDROCK_MODEL_ID) is `DemoModel`, which answers
+from the conversation. Nothing here is created at import time: the model is built once per
+process (`build_model`), the agent once per call (`build_agent`).
 """
 
 from __future__ import annotations
@@ -17,8 +18,11 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from pydantic import BaseModel
-from strands import Agent, tool
+from strands import Agent, ModelRetryStrategy, tool
+from strands.agent.conversation_manager import SlidingWindowConversationManager
+from strands.hooks import BeforeModelCallEvent, HookRegistry
 from strands.models import Model
+from strands.session.session_manager import SessionManager
 from strands.types.content import Messages
 from strands.types.streaming import StreamEvent
 from strands.types.tools import ToolSpec
@@ -52,6 +56,13 @@ DEMO_ANSWER: Final = (
     "In batch mode, the same answer is spoken only once it is finished. "
     "Configure a Bedrock model and AWS credentials to talk to a real model."
 )
+DEMO_FOLLOW_UP: Final = 'You asked me before: "{previous}" '
+"""How the demo model starts a follow-up: the caller's previous question, word for word (memory, audibly)."""
+
+MODEL_ATTEMPTS: Final = 3
+"""Model calls per turn when the model is throttled before it has said anything (then the error)."""
+MODEL_RETRY_DELAY_S: Final = 1
+"""First wait before a retry (then doubled): a caller waits in silence, so seconds, not Strands' 4 s default."""
 
 
 @tool
@@ -64,9 +75,62 @@ def current_time() -> str:
 TOOLS: Final = (current_time,)
 
 
-def build_agent(model: Model) -> Agent:
-    """A fresh agent for one invocation (an `Agent` runs one invocation at a time)."""
-    return Agent(model=model, system_prompt=SYSTEM_PROMPT, tools=list(TOOLS), callback_handler=None)
+class VoiceRetryStrategy(ModelRetryStrategy):
+    """Strands' retry on throttling, but never once the failed model call has streamed text.
+
+    A retry restarts the model call from its first token; in a voice agent that text has already
+    been shown and spoken, so the caller would hear it twice. A call that failed before saying
+    anything is retried (after 1 s, then 2 s); one that failed after is not, and the answer ends
+    with `model_error`. An earlier model call of the same turn (before a tool call) is part of the
+    conversation and is not repeated by a retry of a later one. It is the agent's callback handler
+    too: that is where Strands reports each text delta.
+    """
+
+    def __init__(self) -> None:
+        super().__init__(max_attempts=MODEL_ATTEMPTS, initial_delay=MODEL_RETRY_DELAY_S, max_delay=4)
+        self.streamed = False
+        """Whether the current model call has produced text."""
+
+    def register_hooks(self, registry: HookRegistry, **kwargs: Any) -> None:
+        super().register_hooks(registry, **kwargs)
+        registry.add_callback(BeforeModelCallEvent, self._model_call_starts)
+
+    def _model_call_starts(self, event: BeforeModelCallEvent) -> None:
+        self.streamed = False
+
+    def __call__(self, **event: Any) -> None:
+        if event.get("data"):
+            self.streamed = True
+
+    def is_retryable(self, exception: Exception) -> bool:
+        return not self.streamed and super().is_retryable(exception)
+
+
+def build_agent(
+    model: Model,
+    *,
+    session_manager: SessionManager | None = None,
+    history_messages: int | None = None,
+) -> Agent:
+    """A fresh agent for one invocation (an `Agent` runs one invocation at a time).
+
+    With a session manager it continues that conversation: the stored turns are loaded here
+    (blocking I/O, so build it off the event loop) and each new message is stored as it is added.
+    `history_messages` bounds what the model sees (a sliding window over whole messages; the
+    store keeps everything).
+    """
+    retry = VoiceRetryStrategy()
+    return Agent(
+        model=model,
+        system_prompt=SYSTEM_PROMPT,
+        tools=list(TOOLS),
+        callback_handler=retry,
+        retry_strategy=retry,
+        session_manager=session_manager,
+        conversation_manager=(
+            SlidingWindowConversationManager(window_size=history_messages) if history_messages is not None else None
+        ),
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,7 +142,11 @@ class ModelChoice:
 
 
 def build_model(config: AgentConfig) -> ModelChoice:
-    """Bedrock when a model id is configured, else the announced offline demo model."""
+    """Bedrock when a model id is configured, else the announced offline demo model.
+
+    Call it once per process: the Bedrock model holds a boto3 client (its build costs over 100 ms),
+    which is thread-safe and shared by every call's agent.
+    """
     if config.bedrock_model_id is None:
         return ModelChoice(model=demo_model(), name=DEMO_MODEL_NAME, demo=True)
     return ModelChoice(
@@ -87,14 +155,30 @@ def build_model(config: AgentConfig) -> ModelChoice:
 
 
 def bedrock_model(model_id: str, region: str | None) -> BedrockModel:
-    """A streaming Bedrock model; its boto3 client is created here, so call it per invocation."""
+    """A streaming Bedrock model; its boto3 client is created here (once per process)."""
+    from botocore.config import Config  # type: ignore[import-untyped]
     from strands.models.bedrock import BedrockModel
 
-    return BedrockModel(model_id=model_id, region_name=region, streaming=True)
+    # botocore retries a refused ConverseStream call before any token exists (safe to repeat);
+    # a stream that breaks later is the agent's retry strategy's decision (VoiceRetryStrategy).
+    client_config = Config(retries={"mode": "standard", "total_max_attempts": 3}, connect_timeout=5)
+    return BedrockModel(model_id=model_id, region_name=region, streaming=True, boto_client_config=client_config)
 
 
-def demo_model() -> ScriptedModel:
-    return ScriptedModel([ScriptedTurn(DEMO_ANSWER)], tokens_per_s=DEMO_TOKENS_PER_S, model_id=DEMO_MODEL_NAME)
+def demo_model() -> DemoModel:
+    return DemoModel()
+
+
+def user_questions(messages: Messages) -> list[str]:
+    """The caller's questions in a conversation, oldest first (tool results are user messages too: skipped)."""
+    questions = []
+    for message in messages:
+        if message["role"] != "user":
+            continue
+        text = "".join(block["text"] for block in message["content"] if "text" in block)
+        if text:
+            questions.append(text)
+    return questions
 
 
 # --- scripted model ------------------------------------------------------------------------------
@@ -209,3 +293,31 @@ class ScriptedModel(Model):
         finally:
             if not completed:
                 self.stopped_early = True
+
+
+class DemoModel(ScriptedModel):
+    """The offline demo: a canned answer that, on a follow-up, first quotes the previous question.
+
+    So a conversation's memory can be heard (and tested) without Bedrock. It keeps no state of
+    its own between calls: everything comes from the messages the agent passes, which is the
+    conversation as the session manager restored it.
+    """
+
+    def __init__(self, *, tokens_per_s: float = DEMO_TOKENS_PER_S) -> None:
+        super().__init__([ScriptedTurn(DEMO_ANSWER)], tokens_per_s=tokens_per_s, model_id=DEMO_MODEL_NAME)
+
+    def stream(
+        self,
+        messages: Messages,
+        tool_specs: list[ToolSpec] | None = None,
+        system_prompt: str | None = None,
+        **kwargs: Any,
+    ) -> AsyncIterable[StreamEvent]:
+        return self._stream_turn(ScriptedTurn(demo_answer(user_questions(messages))), last=True)
+
+
+def demo_answer(questions: Sequence[str]) -> str:
+    """The demo's answer to the last of `questions` (the whole conversation's, oldest first)."""
+    if len(questions) < 2:
+        return DEMO_ANSWER
+    return DEMO_FOLLOW_UP.format(previous=questions[-2]) + DEMO_ANSWER

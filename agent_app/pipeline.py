@@ -2,8 +2,13 @@
 
 In `stream` mode each chunk the segmenter releases is sent at once over one speech session while
 the model keeps generating, and audio is read concurrently; in `batch` mode the whole answer is
-sent once the model has finished. Events leave through a small bounded outbox that the caller's
-generator drains.
+sent once the model has finished (in several requests when it is longer than the container's text
+limit). Events leave through a small bounded outbox that the caller's generator drains.
+
+A speech session that cannot open is tried once more after a short random pause (many calls
+failing together should not retry in step); if it fails again the caller gets a
+`speech_unavailable` error event and the answer goes on as text. Word timings from the container
+become `words` events, in the answer's audio time.
 
 AgentCore does not cancel the generator when its caller disconnects: it stops pulling, and the
 generator stays parked. So the work runs in its own task and treats an outbox that stays full for
@@ -22,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import random
 import threading
 from collections.abc import AsyncIterator, Callable, Coroutine
 from dataclasses import dataclass, field
@@ -32,11 +38,22 @@ from strands import Agent
 
 from agent_app import events
 from agent_app.events import AgentErrorCode, AgentEvent, Mode
+from agent_app.memory import close_interrupted_turn
 from agent_app.segmenter import SegmenterConfig
+from agent_app.speech.split import DEFAULT_MAX_REQUEST_CHARS, split_text
 from agent_app.speech.tracker import SessionTracker, SpeechRejectedError
 from agent_app.speech.transport import SpeechConnection, SpeechErrorCode, SpeechTransport, SpeechTransportError
 from agent_app.spoken import SpokenSegmenter
-from speech_protocol import Cancel, Close, Synthesize
+from speech_protocol import (
+    AUDIO_CHANNELS,
+    SAMPLE_RATE,
+    SAMPLE_WIDTH,
+    Cancel,
+    Close,
+    SynthesisStart,
+    Synthesize,
+    Timestamps,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -47,6 +64,10 @@ CANCEL_SEND_TIMEOUT_S: Final = 0.5
 """Longest wait for the `cancel` messages of an abandoned session to be sent (the stream may be stuck)."""
 MESSAGE_SEPARATOR: Final = " "
 """Put between the texts of two model messages (before and after a tool call), which carry none."""
+SPEECH_OPEN_ATTEMPTS: Final = 2
+SPEECH_RETRY_PAUSE_S: Final = (0.1, 0.5)
+"""Range of the random pause before the second attempt to open a speech session."""
+_BYTES_PER_SECOND: Final = SAMPLE_RATE * SAMPLE_WIDTH * AUDIO_CHANNELS
 
 
 class CallerGone(Exception):
@@ -75,6 +96,15 @@ class _ModelFailed:
 _ModelItem = str | _MessageEnd | _ModelDone | _ModelFailed
 
 
+@dataclass(slots=True)
+class _SentChunks:
+    """What a stream-mode speech session took from the chunk queue, for a second attempt to resend."""
+
+    texts: list[str] = field(default_factory=list)
+    ended: bool = False
+    """The end of the queue was taken too."""
+
+
 class Outcome(StrEnum):
     COMPLETED = "completed"
     FAILED = "failed"
@@ -84,6 +114,8 @@ class Outcome(StrEnum):
     """The caller closed the event generator before the end."""
     HUNG_UP = "hung_up"
     """The caller's connection closed before the end (`Invocation.hang_up`)."""
+    TEXT_ONLY = "text_only"
+    """The answer was complete, but speech could not be opened: it was text only."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +123,11 @@ class PipelineSettings:
     mode: Mode
     voice: str | None
     deadline_s: float
+    speed: float | None = None
+    timestamps: bool = True
+    """Ask the container for word timings (forwarded as `words` events, for captions)."""
+    max_request_chars: int = DEFAULT_MAX_REQUEST_CHARS
+    """The container's text limit per request; a longer `batch` answer is sent in several."""
     caller_gone_after_s: float = CALLER_GONE_AFTER_S
     outbox_size: int = 32
     segmenter: SegmenterConfig = field(default_factory=lambda: SegmenterConfig(first_clause_min_chars=40))
@@ -149,7 +186,9 @@ class Invocation:
         demo: bool,
         transport: SpeechTransport,
         settings: PipelineSettings,
+        on_finished: Callable[[Invocation], None] | None = None,
     ) -> None:
+        """`on_finished` runs once all of the invocation's work has stopped (metrics, the conversation's turn)."""
         self._prompt = prompt
         self._agent = agent
         self._model_name = model_name
@@ -168,6 +207,10 @@ class Invocation:
         self._seq = 0
         self._audio_bytes = 0
         self._audio_started = False
+        self._on_finished = on_finished
+        self._speech_heard = False
+        self._speech_lost = False
+        self._request_offset_s = 0.0
 
     # --- the caller's side -------------------------------------------------------------------
 
@@ -188,6 +231,14 @@ class Invocation:
                 self._set_outcome(Outcome.CLOSED)
                 _cancel_once(worker)
             await asyncio.wait([worker])
+
+    @property
+    def first_text_s(self) -> float | None:
+        return self._first_text_s
+
+    @property
+    def first_audio_s(self) -> float | None:
+        return self._first_audio_s
 
     def hang_up(self) -> None:
         """The caller's connection closed: stop the model and the speech requests now.
@@ -239,7 +290,7 @@ class Invocation:
                     )
                 )
                 await self._emit(events.agent_end())
-                self._set_outcome(Outcome.COMPLETED)
+                self._set_outcome(Outcome.TEXT_ONLY if self._speech_lost else Outcome.COMPLETED)
             else:
                 self._set_outcome(Outcome.FAILED)
                 await self._emit(events.error(*failure))
@@ -270,6 +321,8 @@ class Invocation:
                 self._elapsed(),
             )
             self._finished.set()
+            if self._on_finished is not None:
+                self._on_finished(self)
 
     async def _answer(self) -> tuple[AgentErrorCode, str] | None:
         """Generate and speak the answer within the deadline; the error to report, or None."""
@@ -304,24 +357,64 @@ class Invocation:
 
     async def _answer_streaming(self) -> None:
         chunks: asyncio.Queue[str | None] = asyncio.Queue()
-        await _run_concurrently(self._generate_into(chunks), self._speak_chunks(chunks))
+        sent = _SentChunks()
+        await _run_concurrently(
+            self._generate_into(chunks), self._speak_or_go_on_as_text(lambda: self._speak_chunks(chunks, sent))
+        )
 
     async def _answer_batch(self) -> None:
         answer = (await self._generate(None)).strip()
-        if not _speakable(answer):
-            return
+        pieces = [piece.strip() for piece in split_text(answer, self._settings.max_request_chars)]
+        pieces = [piece for piece in pieces if _speakable(piece)]
+        if pieces:
+            await self._speak_or_go_on_as_text(lambda: self._speak_pieces(pieces))
+
+    async def _speak_pieces(self, pieces: list[str]) -> None:
         async with self._transport.connect() as connection:
             tracker = SessionTracker()
             finished = False
             try:
-                tracker.sent(BATCH_REQUEST_ID)
-                await connection.send(Synthesize(text=answer, request_id=BATCH_REQUEST_ID, voice=self._settings.voice))
+                for index, piece in enumerate(pieces):
+                    request_id = BATCH_REQUEST_ID if index == 0 else f"{BATCH_REQUEST_ID}-{index}"
+                    tracker.sent(request_id)
+                    await connection.send(self._synthesize(piece, request_id))
                 await connection.send(Close())
                 await self._receive_audio(connection, tracker, close_sent=lambda: True)
                 finished = True
             finally:
                 if not finished:
                     await _cancel_unfinished(connection, tracker)
+
+    def _synthesize(self, text: str, request_id: str) -> Synthesize:
+        settings = self._settings
+        return Synthesize(
+            text=text, request_id=request_id, voice=settings.voice, speed=settings.speed, timestamps=settings.timestamps
+        )
+
+    async def _speak_or_go_on_as_text(self, session: Callable[[], Coroutine[Any, Any, None]]) -> None:
+        """Run a speech session; one that cannot open is retried once, then the answer is text only."""
+        failure: SpeechTransportError | None = None
+        for attempt in range(1, SPEECH_OPEN_ATTEMPTS + 1):
+            try:
+                await session()
+                return
+            except SpeechTransportError as exc:
+                # Only a session that never answered is retried: one that broke after audio
+                # started cannot be resumed without repeating or losing speech.
+                if exc.code is not SpeechErrorCode.UNAVAILABLE or self._speech_heard:
+                    raise
+                failure = exc
+                logger.warning("speech session could not open (attempt %d): %s", attempt, exc.message)
+            if attempt < SPEECH_OPEN_ATTEMPTS:
+                await asyncio.sleep(random.uniform(*SPEECH_RETRY_PAUSE_S))
+        assert failure is not None
+        self._speech_lost = True
+        await self._emit(
+            events.error(
+                AgentErrorCode.SPEECH_UNAVAILABLE,
+                f"speech is unavailable ({failure.message}); the answer continues as text",
+            )
+        )
 
     async def _generate_into(self, chunks: asyncio.Queue[str | None]) -> None:
         await self._generate(chunks)
@@ -364,6 +457,9 @@ class Invocation:
                 self._cancel_model.set()
                 pump.cancel()
             await asyncio.wait([pump])
+            # A turn stopped before its answer (barge-in, failure) must still end with a reply in
+            # the conversation, or its next turn would be refused.
+            await close_interrupted_turn(self._agent, "".join(answer))
         if segmenter is not None:
             release(segmenter.finish())
         if chunks is not None:
@@ -394,19 +490,27 @@ class Invocation:
             return
         output.put_nowait(_ModelDone())
 
-    async def _speak_chunks(self, chunks: asyncio.Queue[str | None]) -> None:
-        """One session: send each chunk as it arrives while reading the audio that comes back."""
+    async def _speak_chunks(self, chunks: asyncio.Queue[str | None], sent: _SentChunks) -> None:
+        """One session: send each chunk as it arrives while reading the audio that comes back.
+
+        `sent` holds the chunks already taken from the queue; a second attempt sends them again first.
+        """
         tracker = SessionTracker()
         closed = False
 
         async def send_all(connection: SpeechConnection) -> None:
             nonlocal closed
-            count = 0
-            while (chunk := await chunks.get()) is not None:
-                request_id = f"s{count}"
-                count += 1
+            for index, chunk in enumerate(sent.texts):
+                tracker.sent(f"s{index}")
+                await connection.send(self._synthesize(chunk, f"s{index}"))
+            while not sent.ended:
+                if (next_chunk := await chunks.get()) is None:
+                    sent.ended = True
+                    break
+                request_id = f"s{len(sent.texts)}"
+                sent.texts.append(next_chunk)
                 tracker.sent(request_id)
-                await connection.send(Synthesize(text=chunk, request_id=request_id, voice=self._settings.voice))
+                await connection.send(self._synthesize(next_chunk, request_id))
             closed = True
             await connection.send(Close())
 
@@ -425,9 +529,16 @@ class Invocation:
         self, connection: SpeechConnection, tracker: SessionTracker, *, close_sent: Callable[[], bool]
     ) -> None:
         while (frame := await connection.receive()) is not None:
+            self._speech_heard = True
             pcm = tracker.frame(frame)
             if pcm:
                 await self._emit_audio(pcm)
+            elif isinstance(frame, SynthesisStart):
+                # Word timings count from the request's first sample; captions need the answer's.
+                self._request_offset_s = self._audio_bytes / _BYTES_PER_SECOND
+            elif isinstance(frame, Timestamps) and frame.words:
+                timings = [(word.word, word.start_s, word.end_s) for word in frame.words]
+                await self._emit(events.words(timings, offset_s=self._request_offset_s))
         if not close_sent():
             raise SpeechTransportError(
                 SpeechErrorCode.STREAM_ERROR, "the speech container ended the session before the agent closed it"

@@ -10,8 +10,17 @@ container; every WebSocket frame travels as one PayloadPart:
 - leaving the session sends an explicit `close` message (unless one was sent or the session
   already ended), then ends the input stream.
 
-Credentials come from botocore's default chain and are read again for every signature (the
-request's and each event's), so rotating role credentials keep working in a long session.
+One transport serves the whole process: its SDK client (configuration, CRT transport and its
+pooled HTTP/2 connection) is built at the first session on an event loop and reused by every
+later session on that loop, each session being one more stream on the connection.
+
+A stream is accepted only once the service has had something to forward, so the open timeout
+counts from the session's first send, not from the call: the agent may think for a while before
+its first sentence is ready.
+
+Credentials come from botocore's default chain (one botocore session per transport) and are
+read again for every signature (the request's and each event's), so rotating role credentials
+keep working in a long session.
 `endpoint_url` replaces SageMaker's URL and `ca_file` makes the client trust (only) that CA; the agent
 reads them from `AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME_HTTP2` and `SAGEMAKER_CA_FILE`, for the local
 stand-in (`local.sagemaker_standin`).
@@ -21,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import weakref
 from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
@@ -147,7 +157,7 @@ def _note_request_body_end(task: asyncio.Task[Any]) -> None:
 
 
 class SageMakerTransport:
-    """Opens speech sessions on one SageMaker endpoint; one SDK client per session."""
+    """Opens speech sessions on one SageMaker endpoint; one SDK client per event loop, reused."""
 
     def __init__(
         self,
@@ -176,20 +186,24 @@ class SageMakerTransport:
         self.target_variant = target_variant
         self.open_timeout_s = open_timeout_s
         self._credentials = credentials
+        # The CRT client and its connection belong to the loop they were made on (the AgentCore
+        # SDK runs every invocation on one worker loop; tests run one loop each).
+        self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Any] = weakref.WeakKeyDictionary()
+        self.clients_built = 0
 
     def connect(self) -> AbstractAsyncContextManager[SpeechConnection]:
         return self._session()
 
-    @asynccontextmanager
-    async def _session(self) -> AsyncIterator[SpeechConnection]:
-        resolver = BotocoreCredentialsResolver(await self._resolve_credentials())
-        # Checked before the call: when the SDK fails to sign, it never hands back the stream
-        # and the call hangs (smithy-core 0.9), so a missing identity must fail here.
-        try:
-            await resolver.get_identity(properties={})
-        except _TRANSPORT_ERRORS as exc:
-            raise SpeechTransportError(SpeechErrorCode.UNAVAILABLE, f"AWS credentials unusable: {exc}") from exc
+    async def aclose(self) -> None:
+        """Close the SDK client of the running loop (and its connection); the next session builds another."""
+        client = self._clients.pop(asyncio.get_running_loop(), None)
+        if client is not None:
+            await client.close()
 
+    async def _client(self, resolver: BotocoreCredentialsResolver) -> Any:
+        loop = asyncio.get_running_loop()
+        if (client := self._clients.get(loop)) is not None:
+            return client
         overrides: dict[str, Any] = {
             "region": self.region,
             "transport": CrtHttp2Client(self.ca_file),
@@ -201,32 +215,43 @@ class SageMakerTransport:
             config = await AsyncSageMakerRuntimeHTTP2Config.resolve(**overrides)
         except _TRANSPORT_ERRORS as exc:  # a bad AWS_PROFILE or ~/.aws/config, read at resolve time
             raise SpeechTransportError(SpeechErrorCode.UNAVAILABLE, f"SDK configuration: {_describe(exc)}") from exc
-        client = AsyncSageMakerRuntimeHTTP2Client(config=config)
+        if (client := self._clients.get(loop)) is not None:
+            return client  # another session built one meanwhile
+        client = self._clients[loop] = AsyncSageMakerRuntimeHTTP2Client(config=config)
+        self.clients_built += 1
+        return client
+
+    @asynccontextmanager
+    async def _session(self) -> AsyncIterator[SpeechConnection]:
+        resolver = BotocoreCredentialsResolver(await self._resolve_credentials())
+        # Checked before the call: when the SDK fails to sign, it never hands back the stream
+        # and the call hangs (smithy-core 0.9), so a missing identity must fail here.
         try:
-            request = InvokeEndpointWithBidirectionalStreamInput(
-                endpoint_name=self.endpoint_name, target_variant=self.target_variant
-            )
-            try:
-                async with asyncio.timeout(self.open_timeout_s):
-                    stream = await client.invoke_endpoint_with_bidirectional_stream(request)
-            except TimeoutError as exc:
-                raise SpeechTransportError(
-                    SpeechErrorCode.UNAVAILABLE,
-                    f"endpoint {self.endpoint_name}: no stream within {self.open_timeout_s} s",
-                ) from exc
-            except _TRANSPORT_ERRORS as exc:
-                raise SpeechTransportError(
-                    SpeechErrorCode.UNAVAILABLE, f"endpoint {self.endpoint_name}: {_describe(exc)}"
-                ) from exc
-            connection = SageMakerConnection(
-                stream, endpoint_name=self.endpoint_name, open_timeout_s=self.open_timeout_s
-            )
-            try:
-                yield connection
-            finally:
-                await connection.aclose()
+            await resolver.get_identity(properties={})
+        except _TRANSPORT_ERRORS as exc:
+            raise SpeechTransportError(SpeechErrorCode.UNAVAILABLE, f"AWS credentials unusable: {exc}") from exc
+
+        client = await self._client(resolver)
+        request = InvokeEndpointWithBidirectionalStreamInput(
+            endpoint_name=self.endpoint_name, target_variant=self.target_variant
+        )
+        try:
+            async with asyncio.timeout(self.open_timeout_s):
+                stream = await client.invoke_endpoint_with_bidirectional_stream(request)
+        except TimeoutError as exc:
+            raise SpeechTransportError(
+                SpeechErrorCode.UNAVAILABLE,
+                f"endpoint {self.endpoint_name}: no stream within {self.open_timeout_s} s",
+            ) from exc
+        except _TRANSPORT_ERRORS as exc:
+            raise SpeechTransportError(
+                SpeechErrorCode.UNAVAILABLE, f"endpoint {self.endpoint_name}: {_describe(exc)}"
+            ) from exc
+        connection = SageMakerConnection(stream, endpoint_name=self.endpoint_name, open_timeout_s=self.open_timeout_s)
+        try:
+            yield connection
         finally:
-            await client.close()
+            await connection.aclose()
 
     async def _resolve_credentials(self) -> Credentials:
         if self._credentials is None:
@@ -257,6 +282,8 @@ class SageMakerConnection:
         self._failure: SpeechTransportError | None = None
         self._close_sent = False
         self._ended = False
+        self._first_sent = asyncio.Event()
+        self._first_sent_at = 0.0
 
     async def send(self, message: ClientMessage) -> None:
         """Send one client message as a UTF8 PayloadPart."""
@@ -271,6 +298,9 @@ class SageMakerConnection:
             self._fail(
                 SpeechErrorCode.STREAM_ERROR, f"could not send to endpoint {self._endpoint_name}: {_describe(exc)}", exc
             )
+        if not self._first_sent.is_set():
+            self._first_sent_at = asyncio.get_running_loop().time()
+            self._first_sent.set()
         if isinstance(message, Close):
             self._close_sent = True
 
@@ -308,10 +338,20 @@ class SageMakerConnection:
             except ValueError as exc:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
                 self._fail(SpeechErrorCode.PROTOCOL_ERROR, f"malformed control frame: {exc}", exc)
 
+    async def _wait_first_send(self) -> None:
+        """Until something was sent (the service has nothing to accept before) or the call failed."""
+        sent = asyncio.ensure_future(self._first_sent.wait())
+        try:
+            await asyncio.wait([sent, self._output], return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            sent.cancel()
+
     async def _output_stream(self) -> Any:
         if self._receiver is None:
+            await self._wait_first_send()
+            waited = asyncio.get_running_loop().time() - self._first_sent_at if self._first_sent.is_set() else 0.0
             try:
-                async with asyncio.timeout(self._open_timeout_s):
+                async with asyncio.timeout(max(0.0, self._open_timeout_s - waited)):
                     _, self._receiver = await asyncio.shield(self._output)
             except TimeoutError as exc:
                 self._fail(

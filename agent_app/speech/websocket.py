@@ -20,6 +20,8 @@ from speech_protocol import ClientMessage, encode_client_message, parse_server_e
 
 logger = logging.getLogger(__name__)
 
+EARLY_CLOSE_TIMEOUT_S: Final = 0.5
+"""How long a session left early waits for the container's close reply before dropping the socket."""
 MAX_FRAME_BYTES: Final = 16 * 2**20
 """Largest frame accepted: one audio frame of a long chunk (24 kHz PCM16 is 48 kB per second)."""
 
@@ -82,6 +84,11 @@ class WebSocketTransport:
             ) from exc
         try:
             yield WebSocketConnection(websocket)
-        finally:
-            # Leaving early (error, cancellation) closes the socket: the container cancels the session's work.
+        except BaseException:
+            # Leaving early (error, cancellation) closes the socket: the container cancels the
+            # session's work. Its audio may still fill the socket, so its close reply can be stuck
+            # behind audio nobody reads: wait for it briefly, then drop the connection.
+            websocket.close_timeout = min(self._close_timeout_s, EARLY_CLOSE_TIMEOUT_S)
             await websocket.close()
+            raise
+        await websocket.close()

@@ -9,12 +9,19 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from strands import Agent
 from websockets.asyncio.server import Server, ServerConnection
 from websockets.exceptions import ConnectionClosed
 
 from agent_app.models import ScriptedModel, ScriptedTurn, build_agent, tokenize
 from agent_app.pipeline import Invocation, PipelineSettings
-from agent_app.speech.transport import SpeechConnection, SpeechFrame, SpeechTransport
+from agent_app.speech.transport import (
+    SpeechConnection,
+    SpeechErrorCode,
+    SpeechFrame,
+    SpeechTransport,
+    SpeechTransportError,
+)
 from agent_app.speech.websocket import WebSocketTransport
 from kokoro_server.engine import ZeroCostEngine
 from speech_protocol import (
@@ -25,6 +32,8 @@ from speech_protocol import (
     SynthesisComplete,
     SynthesisStart,
     Synthesize,
+    Timestamps,
+    WordTiming,
     encode_server_event,
     parse_client_message,
 )
@@ -91,6 +100,8 @@ class FakeSpeechServer:
             await websocket.close()
             return
         await websocket.send(encode_server_event(SynthesisStart(request_id)))
+        if message.timestamps:
+            await websocket.send(encode_server_event(Timestamps(request_id, 0, fake_word_timings(message.text))))
         if self.fault == "malformed_control":
             await websocket.send('{"type": "synthesis_complete", "request_id": 7}')
             return
@@ -115,6 +126,11 @@ class FakeSpeechServer:
         )
 
 
+def fake_word_timings(text: str) -> tuple[WordTiming, ...]:
+    """The fake's word timings: word i from i * 0.25 s to i * 0.25 + 0.2 s of its request's audio."""
+    return tuple(WordTiming(word, index * 0.25, index * 0.25 + 0.2) for index, word in enumerate(text.split()))
+
+
 # --- pipeline helpers ------------------------------------------------------------------------
 
 FOUR_SENTENCES = (
@@ -134,11 +150,15 @@ def make_invocation(
     caller_gone_after_s: float = 5.0,
     outbox_size: int = 32,
     voice: str | None = None,
+    speed: float | None = None,
+    timestamps: bool = True,
+    max_request_chars: int = 5_000,
     prompt: str = "Tell me about the Eiffel Tower.",
+    agent: Agent | None = None,
 ) -> Invocation:
     return Invocation(
         prompt=prompt,
-        agent=build_agent(model),
+        agent=agent if agent is not None else build_agent(model),
         model_name="scripted",
         demo=False,
         transport=transport,
@@ -148,6 +168,9 @@ def make_invocation(
             deadline_s=deadline_s,
             caller_gone_after_s=caller_gone_after_s,
             outbox_size=outbox_size,
+            speed=speed,
+            timestamps=timestamps,
+            max_request_chars=max_request_chars,
         ),
     )
 
@@ -241,6 +264,50 @@ class _RecordingConnection:
         if isinstance(frame, bytes):
             self._frames.append(frame)
         return frame
+
+
+class CountingTransport:
+    """Counts the sessions opened; can refuse the first, or make it take requests but never answer.
+
+    `silent_after`: the first session records what it is sent and, once it has taken that many
+    requests, fails its receive with `speech_unavailable` (what the SageMaker stream does when it
+    is not accepted in time after the first send).
+    """
+
+    def __init__(self, inner: SpeechTransport, *, refuse_first: bool = False, silent_after: int | None = None) -> None:
+        self.inner = inner
+        self.attempts = 0
+        self.refuse_first = refuse_first
+        self.silent_after = silent_after
+        self.first_session_sent: list[str] = []
+
+    @asynccontextmanager
+    async def connect(self) -> AsyncIterator[SpeechConnection]:
+        self.attempts += 1
+        if self.attempts == 1 and self.refuse_first:
+            raise SpeechTransportError(SpeechErrorCode.UNAVAILABLE, "refused once for the test")
+        if self.attempts == 1 and self.silent_after is not None:
+            yield _SilentConnection(self.silent_after, self.first_session_sent)
+            return
+        async with self.inner.connect() as connection:
+            yield connection
+
+
+class _SilentConnection:
+    def __init__(self, fail_after: int, sent: list[str]) -> None:
+        self._fail_after = fail_after
+        self._fail = asyncio.Event()
+        self._sent = sent
+
+    async def send(self, message: ClientMessage) -> None:
+        if isinstance(message, Synthesize):
+            self._sent.append(message.text)
+            if len(self._sent) >= self._fail_after:
+                self._fail.set()
+
+    async def receive(self) -> SpeechFrame | None:
+        await self._fail.wait()
+        raise SpeechTransportError(SpeechErrorCode.UNAVAILABLE, "no response within 10 s")
 
 
 async def run_releasing_on_first_audio(invocation: Invocation, model: GatedModel) -> tuple[list[Event], bool | None]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterable, AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -20,12 +20,13 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
+from strands.types.streaming import StreamEvent
 from websockets.asyncio.client import ClientConnection, connect
 
 from agent_app.app import AppDependencies, create_app
 from agent_app.config import AgentConfig
 from agent_app.hangup import Hangup, HangupMiddleware, current_hangup
-from agent_app.models import ModelChoice, ScriptedModel
+from agent_app.models import ModelChoice, ScriptedModel, ScriptedTurn
 from agent_app.pipeline import Invocation, Outcome
 from agent_app.speech.tracker import SessionTracker
 from agent_app.speech.transport import SpeechConnection, SpeechFrame, SpeechTransport
@@ -347,7 +348,10 @@ async def test_the_middleware_does_not_fire_after_a_complete_answer(serve_asgi, 
 
 
 class Models:
-    """A fresh scripted model per invocation (one model streams one answer), remembered in order."""
+    """A fresh scripted model per model call (one model streams one answer), remembered in order.
+
+    The app builds its model once per process; this one hands each call to a new scripted model.
+    """
 
     def __init__(self, text: str = LONG_ANSWER, tokens_per_s: float = 200) -> None:
         self.text = text
@@ -355,9 +359,20 @@ class Models:
         self.made: list[ScriptedModel] = []
 
     def __call__(self, config: AgentConfig) -> ModelChoice:
-        model = scripted(self.text, tokens_per_s=self.tokens_per_s)
-        self.made.append(model)
-        return ModelChoice(model=model, name="scripted", demo=False)
+        return ModelChoice(model=_FreshPerCall(self), name="scripted", demo=False)
+
+
+class _FreshPerCall(ScriptedModel):
+    def __init__(self, models: Models) -> None:
+        super().__init__([ScriptedTurn(models.text)], tokens_per_s=models.tokens_per_s)
+        self._models = models
+
+    def stream(
+        self, messages: Any, tool_specs: Any = None, system_prompt: str | None = None, **kwargs: Any
+    ) -> AsyncIterable[StreamEvent]:
+        model = scripted(self._models.text, tokens_per_s=self._models.tokens_per_s)
+        self._models.made.append(model)
+        return model.stream(messages, tool_specs, system_prompt, **kwargs)
 
 
 def ws_agent(serve_asgi: Callable[[Any], LiveServer], speech: Speech, models: Models) -> str:
@@ -481,7 +496,7 @@ async def test_ws_bad_messages_get_an_error_and_the_connection_goes_on(serve_asg
         "'stop' takes no other field",
     ]
     assert errors[4]["message"] == "'prompt' is empty"
-    assert errors[5]["message"] == "unknown field(s) colour; allowed: prompt, mode, voice"
+    assert errors[5]["message"] == "unknown field(s) colour; allowed: prompt, mode, voice, speed"
     assert errors[6]["message"] == "binary frames are not accepted"
     assert answer[-1] == {"type": "agent_end", "turn": 1}
     assert len(models.made) == 1

@@ -6,7 +6,15 @@ from pathlib import Path
 
 import pytest
 
-from agent_app.config import DEFAULT_DEADLINE_S, ConfigError, load_config
+from agent_app.config import (
+    DEFAULT_DEADLINE_S,
+    DEFAULT_HISTORY_MESSAGES,
+    DEFAULT_SESSION_WAIT_S,
+    DEFAULT_VOICES,
+    ConfigError,
+    load_config,
+)
+from kokoro_server import model_pin
 
 WEBSOCKET = {"SPEECH_TRANSPORT": "websocket", "SPEECH_WS_URL": "ws://127.0.0.1:8081/invocations-bidirectional-stream"}
 SAGEMAKER = {"SPEECH_ENDPOINT_NAME": "voicestack-kokoro", "AWS_REGION": "us-east-1"}
@@ -24,6 +32,39 @@ def test_defaults_with_the_sagemaker_transport() -> None:
     assert config.agent_deadline_s == DEFAULT_DEADLINE_S
     assert config.sagemaker_endpoint_url is None
     assert config.sagemaker_ca_file is None
+    assert config.speech_voices == DEFAULT_VOICES
+    assert config.agentcore_memory_id is None
+    assert config.session_dir == Path.home() / ".cache" / "voicestack" / "conversations"
+    assert config.history_messages == DEFAULT_HISTORY_MESSAGES == 20
+    assert config.session_wait_s == DEFAULT_SESSION_WAIT_S == 5.0
+
+
+def test_the_default_voices_are_the_ones_the_speech_image_serves() -> None:
+    assert DEFAULT_VOICES == model_pin.DEFAULT_VOICES
+
+
+def test_conversation_keys(tmp_path: Path) -> None:
+    config = load_config(
+        {
+            **SAGEMAKER,
+            "SPEECH_VOICES": "af_heart, am_adam ,af_heart",
+            "SPEECH_VOICE": "am_adam",
+            "AGENTCORE_MEMORY_ID": "voicestack_memory-AbC123",
+            "AGENT_SESSION_DIR": str(tmp_path),
+            "AGENT_HISTORY_MESSAGES": "6",
+            "AGENT_SESSION_WAIT_S": "1.5",
+        }
+    )
+    assert config.speech_voices == ("af_heart", "am_adam")
+    assert config.speech_voice == "am_adam"
+    assert config.agentcore_memory_id == "voicestack_memory-AbC123"
+    assert config.session_dir == tmp_path
+    assert config.history_messages == 6
+    assert config.session_wait_s == 1.5
+
+
+def test_the_session_dir_follows_the_stacks_cache(tmp_path: Path) -> None:
+    assert load_config({**WEBSOCKET, "VOICESTACK_CACHE": str(tmp_path)}).session_dir == tmp_path / "conversations"
 
 
 def test_every_key_read(tmp_path: Path) -> None:
@@ -88,6 +129,16 @@ def test_blank_values_count_as_unset() -> None:
             "must be an https:// URL",
         ),
         ({**SAGEMAKER, "SAGEMAKER_CA_FILE": "/nonexistent/ca.pem"}, "SAGEMAKER_CA_FILE", "must name an existing file"),
+        (
+            {**WEBSOCKET, "SPEECH_VOICE": "xx_nobody"},
+            "SPEECH_VOICE",
+            "must be one of SPEECH_VOICES (af_heart, af_bella, am_michael, bf_emma); got 'xx_nobody'",
+        ),
+        ({**WEBSOCKET, "SPEECH_VOICES": " , "}, "SPEECH_VOICES", "must list at least one name"),
+        ({**WEBSOCKET, "AGENTCORE_MEMORY_ID": "m-1"}, "AWS_REGION", "is required when AGENTCORE_MEMORY_ID is set"),
+        ({**WEBSOCKET, "AGENT_HISTORY_MESSAGES": "1"}, "AGENT_HISTORY_MESSAGES", "at least 2; got '1'"),
+        ({**WEBSOCKET, "AGENT_HISTORY_MESSAGES": "ten"}, "AGENT_HISTORY_MESSAGES", "whole number of at least 2"),
+        ({**WEBSOCKET, "AGENT_SESSION_WAIT_S": "0"}, "AGENT_SESSION_WAIT_S", "greater than 0; got '0'"),
     ],
     ids=lambda value: value if isinstance(value, str) and value.isupper() else "",
 )

@@ -93,6 +93,12 @@ async def test_stream_mode_speaks_while_the_model_generates(speech_server: Speec
     assert len(transport.frames) == kinds.count("audio_chunk")
     spoken = " ".join(text for text, _, _ in engine.calls)
     assert spoken.split() == FOUR_SENTENCES.split()
+    # Word timings for captions: every word, in order, in the answer's audio time, never backwards.
+    timings = [word for event in events if event["type"] == "words" for word in event["words"]]
+    assert [word["word"] for word in timings] == FOUR_SENTENCES.split()  # the zero-cost engine's words
+    starts = [word["start_s"] for word in timings]
+    assert starts == sorted(starts)
+    assert timings[-1]["end_s"] <= len(decoded_audio(events)) / 48_000 + 0.001
     assert await invocation.wait_finished() is Outcome.COMPLETED
 
 
@@ -141,8 +147,9 @@ async def test_a_speech_server_that_goes_away_mid_answer(speech_server: SpeechSe
 
 async def test_a_speech_server_that_is_down(free_port: int) -> None:
     events = await collect(make_invocation(scripted(), recording(f"ws://127.0.0.1:{free_port}{WS_PATH}")))
-    assert types(events)[-1] == "error"
-    assert events[-1]["code"] == "speech_unavailable"
+    assert types(events)[-1] == "agent_end"  # the answer went on as text
+    assert [e["code"] for e in events if e["type"] == "error"] == ["speech_unavailable"]
+    assert "audio_chunk" not in types(events)
 
 
 # --- the real Kokoro-82M engine (full-size architecture, random weights) ------------------------------

@@ -7,18 +7,23 @@ from typing import Any
 
 import pytest
 from strands.models.bedrock import BedrockModel
+from strands.types.content import Messages
+from strands.types.exceptions import ModelThrottledException
 
 from agent_app.config import load_config
 from agent_app.models import (
     DEMO_ANSWER,
     DEMO_MODEL_NAME,
     SYSTEM_PROMPT,
+    DemoModel,
     ScriptedModel,
     ScriptedTurn,
     ToolCall,
     build_agent,
     build_model,
+    demo_answer,
     tokenize,
+    user_questions,
 )
 
 WEBSOCKET = {"SPEECH_TRANSPORT": "websocket", "SPEECH_WS_URL": "ws://127.0.0.1:1/x"}
@@ -109,9 +114,8 @@ def test_without_a_model_id_the_demo_model_is_chosen_and_announced() -> None:
     choice = build_model(load_config(WEBSOCKET))
     assert choice.demo is True
     assert choice.name == DEMO_MODEL_NAME
-    assert isinstance(choice.model, ScriptedModel)
+    assert isinstance(choice.model, DemoModel)
     assert choice.model.tokens_per_s == 40.0
-    assert choice.model.turns == (ScriptedTurn(DEMO_ANSWER),)
     assert len([s for s in DEMO_ANSWER.split(". ") if s]) >= 4
 
 
@@ -126,6 +130,8 @@ def test_with_a_model_id_bedrock_is_chosen_with_its_region_and_streaming() -> No
     assert config["model_id"] == "us.amazon.nova-lite-v1:0"
     assert config.get("streaming", True) is True
     assert choice.model.client.meta.region_name == "eu-west-1"
+    # botocore may repeat a refused call (no token exists yet), three attempts in all.
+    assert choice.model.client.meta.config.retries == {"mode": "standard", "total_max_attempts": 3}
 
 
 def test_each_call_builds_a_new_model() -> None:
@@ -138,3 +144,72 @@ def test_the_agent_speaks_plainly_and_has_the_clock_tool() -> None:
     assert agent.system_prompt == SYSTEM_PROMPT
     assert "no markdown" in SYSTEM_PROMPT
     assert agent.tool_names == ["current_time"]
+
+
+# --- the demo model answers from the conversation ---------------------------------------------------
+
+
+def test_user_questions_skip_tool_results() -> None:
+    messages: Messages = [
+        {"role": "user", "content": [{"text": "What time is it?"}]},
+        {"role": "assistant", "content": [{"toolUse": {"toolUseId": "t", "name": "current_time", "input": {}}}]},
+        {
+            "role": "user",
+            "content": [{"toolResult": {"toolUseId": "t", "status": "success", "content": [{"text": "10:30"}]}}],
+        },
+        {"role": "assistant", "content": [{"text": "It is half past ten."}]},
+        {"role": "user", "content": [{"text": "And "}, {"text": "in Tokyo?"}]},
+    ]
+    assert user_questions(messages) == ["What time is it?", "And in Tokyo?"]
+
+
+def test_the_demo_quotes_the_previous_question_word_for_word() -> None:
+    assert demo_answer([]) == DEMO_ANSWER
+    assert demo_answer(["Hi?"]) == DEMO_ANSWER
+    assert demo_answer(["Is it *really* 42?", "Why?", "And then?"]) == 'You asked me before: "Why?" ' + DEMO_ANSWER
+
+
+async def test_the_demo_model_answers_from_the_messages_it_is_given() -> None:
+    agent = build_agent(DemoModel(tokens_per_s=5000))
+    answers = []
+    for question in ("Where is Paris?", "And Rome?"):
+        answers.append("".join([e["data"] async for e in agent.stream_async(question) if "data" in e]))
+    assert answers == [DEMO_ANSWER, 'You asked me before: "Where is Paris?" ' + DEMO_ANSWER]
+
+
+# --- retries that never repeat spoken text ----------------------------------------------------------
+
+
+class ThrottledOnce(ScriptedModel):
+    """Its first call is throttled once `throttle_at` tokens have been streamed."""
+
+    def __init__(self, text: str, *, throttle_at: int) -> None:
+        super().__init__([ScriptedTurn(text), ScriptedTurn(text)], tokens_per_s=1000)
+        self.throttle_at = throttle_at
+
+    async def wait_for_token(self, position: int, due: float) -> None:
+        if self.calls == 1 and position == self.throttle_at:
+            raise ModelThrottledException("Too many requests")
+        await super().wait_for_token(position, due)
+
+
+async def test_a_throttled_call_that_said_nothing_is_retried() -> None:
+    model = ThrottledOnce("Paris is the capital.", throttle_at=0)
+    deltas = [event["data"] for event in await run_agent(model) if "data" in event]
+    assert "".join(deltas) == "Paris is the capital."  # once
+    assert model.calls == 2
+
+
+async def test_a_throttled_call_that_already_spoke_is_not_retried() -> None:
+    model = ThrottledOnce("Paris is the capital.", throttle_at=2)
+    deltas: list[str] = []
+
+    async def run() -> None:
+        async for event in build_agent(model).stream_async("Where?"):
+            if "data" in event:
+                deltas.append(event["data"])
+
+    with pytest.raises(ModelThrottledException):
+        await run()
+    assert deltas == ["Paris", " is"]  # never "Paris is Paris is the capital."
+    assert model.calls == 1
