@@ -43,7 +43,7 @@ from agent_app.segmenter import SegmenterConfig
 from agent_app.speech.split import DEFAULT_MAX_REQUEST_CHARS, split_text
 from agent_app.speech.tracker import SessionTracker, SpeechRejectedError
 from agent_app.speech.transport import SpeechConnection, SpeechErrorCode, SpeechTransport, SpeechTransportError
-from agent_app.spoken import SpokenSegmenter
+from agent_app.spoken import SpokenSegmenter, to_spoken
 from speech_protocol import (
     AUDIO_CHANNELS,
     SAMPLE_RATE,
@@ -363,7 +363,8 @@ class Invocation:
         )
 
     async def _answer_batch(self) -> None:
-        answer = (await self._generate(None)).strip()
+        # The text shown keeps its markdown; the voice gets what a person would say (agent_app/spoken.py).
+        answer = to_spoken(await self._generate(None))
         pieces = [piece.strip() for piece in split_text(answer, self._settings.max_request_chars)]
         pieces = [piece for piece in pieces if _speakable(piece)]
         if pieces:

@@ -386,3 +386,33 @@ async def test_no_word_timings_when_not_asked(fake_speech) -> None:
     assert_well_formed(events)
     assert "words" not in types(events)
     assert all("timestamps" not in json.loads(text) for _, text in fake.received)
+
+
+MARKDOWN_ANSWER = "## Plan\n\n- Call **555-123-4567** today.\n\n```python\nprint('x')\n```\nSee [the docs](https://example.com/a?b=c).\n"
+
+
+@pytest.mark.parametrize(
+    ("mode", "requests"),
+    [
+        # The first chunk ends at a clause (early first audio), the others at sentence ends.
+        (
+            "stream",
+            [
+                "Plan.\nCall five five five, one two three,",
+                "four five six seven today.",
+                "Code omitted.",
+                "See the docs.",
+            ],
+        ),
+        (
+            "batch",
+            ["Plan.\nCall five five five, one two three, four five six seven today.\nCode omitted.\nSee the docs."],
+        ),
+    ],
+)
+async def test_markdown_is_shown_as_written_and_spoken_as_a_person_would_say_it(fake_speech, mode, requests) -> None:
+    fake: FakeSpeechServer = await fake_speech()
+    events = await collect(make_invocation(scripted(MARKDOWN_ANSWER), ws_transport(fake), mode=mode))
+    assert_well_formed(events)
+    assert text_of(events) == MARKDOWN_ANSWER  # the text shown keeps its markdown
+    assert fake.texts == requests
