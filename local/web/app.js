@@ -312,7 +312,8 @@ async function ask(prompt, mode, transport = "sse") {
     for await (const event of answerEvents(prompt, mode, transport, controller.signal)) {
       await session.handle(event);
       render();
-      if (event.type === "error") break;
+      // Every error ends the answer but one: speech_unavailable, after which the answer goes on as text.
+      if (event.type === "error" && event.code !== "speech_unavailable") break;
     }
     session.finish();
     if (session.stats.error) showStatus("The agent reported an error.");

@@ -1,8 +1,8 @@
 // Live captions: the words of an answer placed on its audio timeline, and the word being spoken.
 //
-// Pure: no DOM. A `words` event times words from the first sample of the audio that follows it,
-// so each word is placed at (samples received before the event + its time) on the answer's sample
-// timeline, the same timeline the player counts samples played on (both restart per answer).
+// Pure: no DOM. The agent times every word from the first sample of the answer's audio, across all of
+// its speech requests (agent_app/events.py, `words`), which is the timeline the player counts samples
+// played on (both restart per answer).
 
 /**
  * @typedef {object} TimedWord
@@ -16,17 +16,16 @@ export class CaptionTrack {
   words = [];
 
   /**
-   * Place a `words` event's words after `samplesBefore` samples of audio already received.
-   * @param {{word: string, start_s: number, end_s: number}[]} words
-   * @param {number} samplesBefore
+   * Place a `words` event's words on the answer's timeline.
+   * @param {{word: string, start_s: number, end_s: number}[]} words  seconds from the answer's first sample
    * @param {number} sampleRate  of the answer's audio
    */
-  add(words, samplesBefore, sampleRate) {
+  add(words, sampleRate) {
     for (const w of words) {
       this.words.push({
         word: w.word,
-        startSample: samplesBefore + Math.round(w.start_s * sampleRate),
-        endSample: samplesBefore + Math.round(w.end_s * sampleRate),
+        startSample: Math.round(w.start_s * sampleRate),
+        endSample: Math.round(w.end_s * sampleRate),
       });
     }
   }

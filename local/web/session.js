@@ -111,7 +111,7 @@ export class AnswerSession {
         this.#player?.end();
         break;
       case "words":
-        this.captions.add(event.words, stats.samplesReceived, this.#sampleRate);
+        this.captions.add(event.words, this.#sampleRate);
         break;
       case "metrics":
         stats.serverMetrics = event;

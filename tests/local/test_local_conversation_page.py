@@ -196,10 +196,10 @@ def test_a_new_question_while_one_plays_stops_it_and_answers_the_new_one(page: P
 
 
 def test_captions_highlight_each_word_as_it_is_spoken(page: Page, web_stacks: WebStacks) -> None:
-    # Two `words` events, each timing the words of the audio that follows it (0.6 s each).
+    # Two `words` events, each before the 0.6 s of audio it times, on the answer's timeline (as the agent sends them).
     words = [
         (0, [{"word": "Hello", "start_s": 0.0, "end_s": 0.3}, {"word": "streaming", "start_s": 0.3, "end_s": 0.6}]),
-        (3, [{"word": "world.", "start_s": 0.0, "end_s": 0.3}, {"word": "Bye.", "start_s": 0.3, "end_s": 0.6}]),
+        (3, [{"word": "world.", "start_s": 0.6, "end_s": 0.9}, {"word": "Bye.", "start_s": 0.9, "end_s": 1.2}]),
     ]
     events = answer_events("Hello streaming world. Bye.", int(1.2 * RATE), words=words)
     stack = web_stacks.start(paced_script(lambda _: [sse_bytes(events)]))
@@ -223,8 +223,8 @@ CAPTION_TRACK = """
 async () => {
   const { CaptionTrack } = await import("/captions.js");
   const track = new CaptionTrack();
-  track.add([{ word: "a", start_s: 0.0, end_s: 0.1 }, { word: "b", start_s: 0.2, end_s: 0.3 }], 0, 24000);
-  track.add([{ word: "c", start_s: 0.0, end_s: 0.1 }], 24000, 24000);
+  track.add([{ word: "a", start_s: 0.0, end_s: 0.1 }, { word: "b", start_s: 0.2, end_s: 0.3 }], 24000);
+  track.add([{ word: "c", start_s: 1.0, end_s: 1.1 }], 24000);
   const at = (seconds) => track.spokenAt(Math.round(seconds * 24000));
   return {
     words: track.words,
@@ -234,7 +234,7 @@ async () => {
 """
 
 
-def test_caption_track_places_words_after_the_audio_received_before_them(page: Page, web_stacks: WebStacks) -> None:
+def test_caption_track_places_words_on_the_answers_timeline(page: Page, web_stacks: WebStacks) -> None:
     stack = web_stacks.start(echo_script())
     open_page(page, stack.url)
     result = page.evaluate(CAPTION_TRACK)

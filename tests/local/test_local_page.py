@@ -119,14 +119,36 @@ def test_page_shows_the_agent_error(page: Page, web_stacks: WebStacks) -> None:
     events: list[dict[str, Any]] = [
         {"type": "agent_start", "mode": "stream", "model": "demo", "demo": True},
         {"type": "text_delta", "text": "Partial "},
-        {"type": "error", "code": "speech_unavailable", "message": "endpoint kokoro-local is not reachable"},
+        {"type": "error", "code": "model_error", "message": "the model stream failed"},
+        {"type": "text_delta", "text": "never read"},
     ]
     stack = web_stacks.start(paced_script(lambda _: [sse_bytes(events)]))
     ask(page, stack.url, "stream")
     page.wait_for_function("window.voicestack.current?.done", timeout=WAIT_MS)
-    assert page.inner_text("#error") == "speech_unavailable: endpoint kokoro-local is not reachable"
+    assert page.inner_text("#error") == "model_error: the model stream failed"
     assert page.text_content("#answer") == "Partial "
-    assert page.locator("#runs tbody td").nth(7).inner_text() == "speech_unavailable"
+    assert page.locator("#runs tbody td").nth(7).inner_text() == "model_error"
+
+
+def test_without_speech_the_answer_goes_on_as_text(page: Page, web_stacks: WebStacks) -> None:
+    events: list[dict[str, Any]] = [
+        {"type": "agent_start", "mode": "stream", "model": "demo", "demo": True},
+        {"type": "text_delta", "text": "Partial "},
+        {
+            "type": "error",
+            "code": "speech_unavailable",
+            "message": "speech is unavailable; the answer continues as text",
+        },
+        {"type": "text_delta", "text": "and the rest."},
+        {"type": "audio_start", "format": "pcm_s16le", "sample_rate": 24000, "channels": 1},
+        {"type": "audio_end", "chunks": 0, "bytes": 0},
+        {"type": "agent_end"},
+    ]
+    stack = web_stacks.start(paced_script(lambda _: [sse_bytes(events)]))
+    ask(page, stack.url, "stream")
+    page.wait_for_function("window.voicestack.current?.done", timeout=WAIT_MS)
+    assert page.inner_text("#error") == "speech_unavailable: speech is unavailable; the answer continues as text"
+    assert page.text_content("#answer") == "Partial and the rest."
 
 
 def test_page_reports_an_unreachable_agent(page: Page, page_problems: list[str], web_stacks: WebStacks) -> None:
