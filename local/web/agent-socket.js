@@ -93,7 +93,8 @@ export class AgentSocket {
           continue;
         }
         yield event;
-        if (event.type === "agent_end" || event.type === "error") return;
+        // A turn ends with agent_end or an error, except speech_unavailable: the answer goes on as text.
+        if (event.type === "agent_end" || (event.type === "error" && event.code !== "speech_unavailable")) return;
       }
     } finally {
       signal.removeEventListener("abort", onAbort);
