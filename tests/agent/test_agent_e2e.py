@@ -164,14 +164,15 @@ async def test_both_modes_with_the_real_engine(speech_server: SpeechServer, koko
     _, url = speech_server(kokoro_engine)
     transport = recording(url)
     if mode == "stream":
-        # The model holds its second sentence after its first word (the word that confirms the first
-        # sentence's end) until the first audio has arrived; without streaming, the deadline ends it.
-        model = GatedModel(TWO_SENTENCES, tokens_per_s=40, hold_at=sentence_start_token(TWO_SENTENCES, "It is") + 1)
+        # The model holds its second sentence after its first three words until the first audio has
+        # arrived; without streaming, the deadline ends it. Three: the spoken-text stage releases a word
+        # once the next one starts, and the segmenter confirms a sentence's end once the word after it is
+        # complete ("France. It is" ends at "France.").
+        model = GatedModel(TWO_SENTENCES, tokens_per_s=40, hold_at=sentence_start_token(TWO_SENTENCES, "It is") + 3)
     else:
         model = GatedModel(TWO_SENTENCES, tokens_per_s=40)
     invocation = make_invocation(model, transport, mode=mode, deadline_s=90)
     events, model_finished_at_first_audio = await run_releasing_on_first_audio(invocation, model)
-
     assert_well_formed(events)
     kinds = types(events)
     if mode == "stream":

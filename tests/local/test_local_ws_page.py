@@ -5,14 +5,16 @@ the agent (model cancelled, speech requests cancelled) while the socket stays op
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import AsyncIterable, Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
 from bedrock_agentcore.runtime.context import BedrockAgentCoreContext
 from playwright.sync_api import Page
+from strands.types.streaming import StreamEvent
 
 from agent_app.app import AppDependencies
 from agent_app.app import create_app as create_agent_app
@@ -41,23 +43,43 @@ class Chain:
     session_ids: list[str | None]
 
 
+class _TurnByTurn(ScriptedModel):
+    """The app builds its model once per process: each model call here streams a new scripted answer
+    (the first question a long one, to be stopped; later ones short) and records the call's session."""
+
+    def __init__(self, models: list[ScriptedModel], session_ids: list[str | None]) -> None:
+        super().__init__([ScriptedTurn(LONG)], tokens_per_s=40)
+        self._models = models
+        self._session_ids = session_ids
+
+    def stream(
+        self, messages: Any, tool_specs: Any = None, system_prompt: str | None = None, **kwargs: Any
+    ) -> AsyncIterable[StreamEvent]:
+        self._session_ids.append(BedrockAgentCoreContext.get_session_id())
+        text = LONG if not self._models else f"Answer number {len(self._models) + 1}."
+        made = ScriptedModel([ScriptedTurn(text)], tokens_per_s=300 if self._models else 40)
+        self._models.append(made)
+        return made.stream(messages, tool_specs, system_prompt, **kwargs)
+
+
 @pytest.fixture
-def chain() -> Iterator[Chain]:
+def chain(tmp_path: Path) -> Iterator[Chain]:
     probe = SessionProbe(create_speech_app(Settings(), ProbedEngine(ZeroCostEngine(compute_s_per_char=0.01))))
     models: list[ScriptedModel] = []
     session_ids: list[str | None] = []
 
     def model(config: AgentConfig) -> ModelChoice:
-        session_ids.append(BedrockAgentCoreContext.get_session_id())
-        # The first question gets a long answer (to be stopped), later ones a short one.
-        text = LONG if not models else f"Answer number {len(models) + 1}."
-        made = ScriptedModel([ScriptedTurn(text)], tokens_per_s=300 if models else 40)
-        models.append(made)
-        return ModelChoice(model=made, name="scripted", demo=False)
+        return ModelChoice(model=_TurnByTurn(models, session_ids), name="scripted", demo=False)
 
     with ExitStack() as stack:
         speech = stack.enter_context(serve_in_thread(probe))
-        config = load_config({"SPEECH_TRANSPORT": "websocket", "SPEECH_WS_URL": speech.ws_url(WS_PATH)})
+        config = load_config(
+            {
+                "SPEECH_TRANSPORT": "websocket",
+                "SPEECH_WS_URL": speech.ws_url(WS_PATH),
+                "AGENT_SESSION_DIR": str(tmp_path / "conversations"),
+            }
+        )
         agent = stack.enter_context(serve_in_thread(create_agent_app(config, AppDependencies(model=model))))
         web = stack.enter_context(serve_in_thread(create_web_app(WebServerConfig(agent_url=agent.http_url))))
         yield Chain(url=web.http_url, probe=probe, models=models, session_ids=session_ids)
