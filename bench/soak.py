@@ -34,7 +34,7 @@ from typing import Final
 import numpy as np
 from websockets.asyncio.client import ClientConnection, connect
 
-from bench.speech import REPO_ROOT, free_port, percentile, wait_ready
+from bench.speech import REPO_ROOT, free_port, percentile, stop, wait_ready
 from speech_protocol import SAMPLE_RATE, WS_PATH
 
 SOAK_TEXTS: Final = (
@@ -88,12 +88,7 @@ def server_process(log_path: Path, *flags: str, root: Path = REPO_ROOT) -> Itera
             wait_ready(port, process)
             yield ServerProcess(port=port, pid=process.pid)
         finally:
-            process.terminate()
-            try:
-                process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+            stop(process)
 
 
 @contextmanager

@@ -110,12 +110,17 @@ def server(log_dir: Path, name: str, *flags: str) -> Iterator[int]:
             print(f"  server '{name}' ready in {time.perf_counter() - started:.1f} s", file=sys.stderr)
             yield port
         finally:
-            process.terminate()
-            try:
-                process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+            stop(process)
+
+
+def stop(process: subprocess.Popen[bytes]) -> None:
+    """Terminate a server process, killing it when it has not exited within 30 s."""
+    process.terminate()
+    try:
+        process.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
 
 
 def wait_ready(port: int, process: subprocess.Popen[bytes], timeout_s: float = 300) -> None:
