@@ -11,18 +11,22 @@ from kokoro_server.concurrency import ConcurrencyPlan, auto_plan, plan_for
     ("cores", "expected"),
     [
         (1, ConcurrencyPlan(1, 1)),
-        (2, ConcurrencyPlan(2, 1)),  # measured: two at a time +33 % throughput on 2 cores
-        (3, ConcurrencyPlan(2, 1)),
+        # Two at a time, each keeping every core: measured +33 % throughput on 2 cores, and one thread
+        # would put a lone session behind real time (RTF 1.5 vs 0.9, measured side by side).
+        (2, ConcurrencyPlan(2, 2)),
+        (3, ConcurrencyPlan(2, 3)),
         (4, ConcurrencyPlan(2, 2)),
         (8, ConcurrencyPlan(4, 2)),
         (16, ConcurrencyPlan(8, 2)),
         (64, ConcurrencyPlan(8, 8)),
     ],
 )
-def test_cpu_plan_never_oversubscribes_the_cores(cores: int, expected: ConcurrencyPlan) -> None:
+def test_cpu_plan(cores: int, expected: ConcurrencyPlan) -> None:
     plan = auto_plan("cpu", cores)
     assert plan == expected
-    assert plan.concurrency * plan.threads <= cores
+    # Above 3 cores the threads are shared out: the product never exceeds the cores.
+    if cores > 3:
+        assert plan.concurrency * plan.threads <= cores
 
 
 def test_gpu_plan_is_two_at_a_time() -> None:
