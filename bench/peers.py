@@ -3,8 +3,8 @@
 Starts this server (`python -m kokoro_server`, the generated checkpoint unless `--model-dir`), or
 uses `--ours-url`, and measures both sides one after the other with the same client code shape:
 - first audio and whole request of the four-sentence text (`bench.texts.FOUR_SENTENCES`), median of
-  `--trials`: ours over the WebSocket session, Kokoro-FastAPI over `POST /v1/audio/speech` with
-  `stream: true` and raw PCM (its streaming mode);
+  `--trials`, each on a new session (a new listener): ours over the WebSocket session,
+  Kokoro-FastAPI over `POST /v1/audio/speech` with `stream: true` and raw PCM (its streaming mode);
 - 4 sessions at once: each one's first audio (from the moment all sent), and the throughput
   (audio seconds produced per wall second);
 - the health probe (ours `/ping`, Kokoro-FastAPI `/health`) polled back to back during that load.
@@ -134,12 +134,17 @@ async def measure(
     open_session: Callable[[], Awaitable[tuple[Request, Callable[[], Awaitable[None]]]]],
     trials: int,
 ) -> Side:
-    one, close = await open_session()
-    try:
-        await one(FOUR_SENTENCES)  # warm-up: the first call at a new length is slower
-        single = [await one(FOUR_SENTENCES) for _ in range(trials)]
-    finally:
-        await close()
+    single: list[Run] = []
+    for trial in range(trials + 1):  # the first is a warm-up: the first call at a new length is slower
+        # A new session (a new listener) each time: on one session, a request sent while the
+        # previous answer still plays is rightly sized by that audio (ours: `schedule.PlaybackClock`).
+        one, close = await open_session()
+        try:
+            run = await one(FOUR_SENTENCES)
+        finally:
+            await close()
+        if trial:
+            single.append(run)
     sessions = [await open_session() for _ in range(SESSIONS)]
     probes: list[float] = []
     try:

@@ -163,9 +163,11 @@ async def request(ws: ClientConnection, text: str, request_id: str) -> Trial:
 
 
 async def trials(port: int, text: str, count: int) -> list[Trial]:
+    """`count` requests, each on a new session: a new listener, as the trials are meant to be (on one
+    session, a request sent while the previous answer still plays is sized by that audio)."""
     out = []
-    async with connect(f"ws://127.0.0.1:{port}{WS_PATH}", max_size=None) as ws:
-        for n in range(count):
+    for n in range(count):
+        async with connect(f"ws://127.0.0.1:{port}{WS_PATH}", max_size=None) as ws:
             out.append(await request(ws, text, f"trial-{n}"))
     return out
 

@@ -7,7 +7,7 @@ in tests/model/test_model_windowed.py.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from kokoro_server.engine import ChunkAudio, PieceStreamingEngine, ZeroCostEngine
 from kokoro_server.windowed import WindowPlan
@@ -25,7 +25,9 @@ class PieceEngine(ZeroCostEngine):
         super().__init__()
         self.piece_calls: list[str] = []
 
-    def synthesize_pieces(self, text: str, voice: str, speed: float) -> Iterator[ChunkAudio]:
+    def synthesize_pieces(
+        self, text: str, voice: str, speed: float, *, others_waiting: Callable[[], int] | None = None
+    ) -> Iterator[ChunkAudio]:
         self.piece_calls.append(text)
         whole = ZeroCostEngine().synthesize(text, voice, speed).pcm
         third = len(whole) // 6 * 2  # whole samples

@@ -1,9 +1,11 @@
-"""The fair scheduler on its own: round-robin order between lanes, the concurrency bound, dropped jobs."""
+"""The fair scheduler on its own: most urgent deadline first, round-robin without deadlines, the
+concurrency bound, per-job thread sizing, dropped jobs."""
 
 from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
 
@@ -137,6 +139,77 @@ async def test_a_job_failure_reaches_its_caller_and_the_next_job_runs(pool: Thre
     with pytest.raises(ValueError, match="engine broke"):
         await failing
     assert await following == "next"
+
+
+async def test_the_job_with_the_earliest_deadline_starts_first(pool: ThreadPoolExecutor) -> None:
+    """A listener already in silence (deadline in the past) goes before one with audio left, and
+    among those with audio left the one whose audio runs out first: earliest-deadline-first."""
+    rec = Recorder()
+    scheduler = FairScheduler(1, pool)
+    busy, playing_long, playing_short, silent, fresh = (
+        scheduler.lane(name) for name in ("busy", "long", "short", "silent", "fresh")
+    )
+    blocker = asyncio.create_task(busy.run(rec.job("busy")))
+    await until(lambda: rec.started == ["busy"])
+    now = time.perf_counter()
+    tasks = [
+        asyncio.create_task(playing_long.run(rec.job("long"), deadline=now + 20)),
+        asyncio.create_task(playing_short.run(rec.job("short"), deadline=now + 10)),
+        asyncio.create_task(fresh.run(rec.job("fresh"))),  # no deadline: due when submitted
+        asyncio.create_task(silent.run(rec.job("silent"), deadline=now - 3)),  # silent for 3 s
+    ]
+    await until(lambda: scheduler.queued == 4)
+    rec.gate.release(5)
+    await asyncio.gather(blocker, *tasks)
+    assert rec.started == ["busy", "silent", "fresh", "short", "long"]
+
+
+async def test_equal_deadlines_go_in_submission_order(pool: ThreadPoolExecutor) -> None:
+    rec = Recorder()
+    scheduler = FairScheduler(1, pool)
+    lanes = [scheduler.lane(f"l{n}") for n in range(4)]
+    blocker = asyncio.create_task(lanes[0].run(rec.job("first")))
+    await until(lambda: rec.started == ["first"])
+    tasks = [asyncio.create_task(lane.run(rec.job(lane.name), deadline=7.0)) for lane in reversed(lanes)]
+    await until(lambda: scheduler.queued == 4)
+    rec.gate.release(5)
+    await asyncio.gather(blocker, *tasks)
+    assert rec.started == ["first", "l3", "l2", "l1", "l0"]
+
+
+async def test_on_start_gets_the_jobs_running_in_the_job_thread(pool: ThreadPoolExecutor) -> None:
+    """The service sizes each job's intra-op threads there: it must run on the job's own thread,
+    before the job, with the count of jobs running once it has started."""
+    rec = Recorder()
+    seen: list[tuple[int, str]] = []
+
+    def on_start(running: int) -> None:
+        seen.append((running, threading.current_thread().name))
+
+    job_threads: list[str] = []
+
+    def job(name: str) -> Callable[[], str]:
+        inner = rec.job(name)
+
+        def run() -> str:
+            job_threads.append(threading.current_thread().name)
+            return inner()
+
+        return run
+
+    scheduler = FairScheduler(2, pool, on_start=on_start)
+    a, b, c = scheduler.lane("a"), scheduler.lane("b"), scheduler.lane("c")
+    first = asyncio.create_task(a.run(job("a")))
+    await until(lambda: rec.started == ["a"])
+    rest = [asyncio.create_task(b.run(job("b"))), asyncio.create_task(c.run(job("c")))]
+    await until(lambda: rec.started == ["a", "b"])
+    rec.gate.release(1)  # a ends: c starts while b still runs
+    await until(lambda: len(rec.started) == 3)
+    rec.gate.release(2)
+    await asyncio.gather(first, *rest)
+    assert [running for running, _ in seen] == [1, 2, 2]
+    assert [thread for _, thread in seen] == job_threads
+    assert threading.current_thread().name not in job_threads
 
 
 def test_max_concurrent_below_one_is_refused() -> None:

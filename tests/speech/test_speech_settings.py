@@ -73,14 +73,14 @@ def test_a_valid_flag_hides_an_invalid_environment_value() -> None:
 @pytest.mark.parametrize(("value", "device", "expected"), [("auto", "cuda", 2), (3, "cpu", 3), (1, "cuda", 1)])
 def test_concurrency_resolves_auto_per_device(value: int | str, device: str, expected: int) -> None:
     settings = load_settings(["--max-concurrent", str(value)], {})
-    assert settings.concurrency_for("cpu" if device == "cpu" else "cuda") == expected
+    assert settings.concurrency_for("cpu" if device == "cpu" else "cuda").concurrency == expected
 
 
 def test_auto_concurrency_on_a_cpu_follows_the_rule_for_this_machines_cores() -> None:
     from kokoro_server.concurrency import auto_plan, usable_cores
 
     settings = load_settings([], {})
-    assert settings.concurrency_for("cpu") == auto_plan("cpu", usable_cores()).concurrency
+    assert settings.concurrency_for("cpu") == auto_plan("cpu", usable_cores())
 
 
 def test_the_command_line_reports_a_bad_setting_and_exits_2() -> None:

@@ -1,24 +1,22 @@
 """How many syntheses run at once, and how many intra-op threads each gets: the 'auto' rule.
 
-Measured on a 2-core AMD EPYC (AVX2), full-size model, 4 sessions: one synthesis at a time with
-2 intra-op threads gave 1.14 audio-seconds per second; two at a time gave 1.52 (+33 %). Kokoro's
-decoder is a stack of batch-1 1-D convolutions, which split poorly across threads, so several
-syntheses with fewer threads each use the cores better than one with all of them.
+Measured on a 2-core AMD EPYC (AVX2), full-size model, 4 sessions (issue #15): one synthesis at a
+time with 2 intra-op threads gave 1.14 audio-seconds per second; two at a time with 1 thread each
+gave 1.52 (+33 %). Kokoro's decoder is a stack of batch-1 1-D convolutions, which split poorly
+across threads, so several syntheses with fewer threads each use the cores better than one with
+all of them. But a lone synthesis with 1 thread runs at real-time factor 1.48-1.56 there, against
+0.86-0.94 with 2 (measured side by side): a lone session would fall behind real time to spare cores
+nobody else uses.
 
-`torch.set_num_threads` is process-global, but the intra-op pool (OpenMP) builds one team per
-calling thread: with `concurrency` Python threads computing at once, up to `concurrency x threads`
-threads run. On up to 3 cores each synthesis still keeps every core: measured side by side on that
-machine, one synthesis with 1 thread ran at real-time factor 1.48-1.56 against 0.86-0.94 with 2, so a
-lone session would fall behind real time (and its playback stutter) to spare cores nobody else uses;
-the +33 % above was measured with 2 syntheses of 2 threads each. On more cores the threads are shared
-out so that the product stays at the core count.
+So the threads are chosen per engine job, when it starts, from the jobs running then
+(`ConcurrencyPlan.threads_for`): alone, a job gets every core; with others, the cores are shared
+out. This works because the intra-op pool (OpenMP, and MKL through it) keeps its team size per
+calling thread: `use_intra_op_threads` in a pool thread sets that thread's team only. A job that
+started alone keeps its threads until it ends, which is why jobs are short (a chunk, or one window
+of a first chunk: see `scheduler` and `windowed`).
 
 On a GPU the kernels run on the device; two syntheses at a time overlap one's CPU-side work (G2P,
 the Python between kernels) with the other's kernels, and the CPU threads matter little.
-
-Fairness between sessions comes from `scheduler.FairScheduler` (round-robin per chunk) and from the
-first chunk being decoded in windows (`windowed`): a newcomer's first audio waits for at most one
-chunk per running slot, not for whole requests.
 """
 
 from __future__ import annotations
@@ -35,37 +33,37 @@ GPU_CONCURRENCY: Final = 2
 class ConcurrencyPlan:
     concurrency: int
     """Syntheses running at once (the scheduler's slots)."""
-    threads: int
-    """torch intra-op threads (process-global), used by each synthesis."""
+    cores: int
+    """Cores shared out between the syntheses running at a time."""
+
+    def threads_for(self, running: int) -> int:
+        """Intra-op threads for a job that starts while `running` jobs run (itself included). Pure."""
+        return max(1, self.cores // max(1, min(running, self.concurrency)))
 
 
 def auto_plan(device: Literal["cpu", "cuda"], cores: int) -> ConcurrencyPlan:
     """The 'auto' plan for `device` on a machine with `cores` usable cores. Pure.
 
-    CPU: two syntheses with every core's threads each on up to 3 cores (measured +33 % on 2, and a
-    lone session stays faster than real time), else one per 2 cores, at most `MAX_AUTO_CONCURRENCY`,
-    with threads that share the cores out. GPU: 2 at a time, each with the cores' threads for its
-    CPU-side work.
+    CPU: two syntheses on 2 or 3 cores (measured +33 % on 2), else one per 2 cores, at most
+    `MAX_AUTO_CONCURRENCY`; each job's threads share the cores out between the jobs running
+    (`threads_for`). GPU: 2 at a time.
     """
     if cores < 1:
         raise ValueError(f"need at least one core, got {cores}")
     if device == "cuda":
-        return ConcurrencyPlan(concurrency=GPU_CONCURRENCY, threads=max(1, cores // GPU_CONCURRENCY))
-    if cores == 1:
-        return ConcurrencyPlan(concurrency=1, threads=1)
+        return ConcurrencyPlan(concurrency=GPU_CONCURRENCY, cores=cores)
     if cores <= 3:
-        return ConcurrencyPlan(concurrency=2, threads=cores)
-    concurrency = min(MAX_AUTO_CONCURRENCY, cores // 2)
-    return ConcurrencyPlan(concurrency=concurrency, threads=max(1, cores // concurrency))
+        return ConcurrencyPlan(concurrency=min(cores, 2), cores=cores)
+    return ConcurrencyPlan(concurrency=min(MAX_AUTO_CONCURRENCY, cores // 2), cores=cores)
 
 
 def plan_for(device: Literal["cpu", "cuda"], cores: int, configured: int | None) -> ConcurrencyPlan:
-    """`configured` syntheses at once (None: 'auto'), with threads that share the cores out. Pure."""
+    """`configured` syntheses at once (None: 'auto') on `cores` cores. Pure."""
     if configured is None:
         return auto_plan(device, cores)
     if configured < 1:
         raise ValueError(f"need at least one synthesis at a time, got {configured}")
-    return ConcurrencyPlan(concurrency=configured, threads=max(1, cores // configured))
+    return ConcurrencyPlan(concurrency=configured, cores=cores)
 
 
 def configured_plan(max_concurrent: int | Literal["auto"], device: Literal["cpu", "cuda"]) -> ConcurrencyPlan:
@@ -81,3 +79,16 @@ def usable_cores() -> int:
         return max(1, len(os.sched_getaffinity(0)))
     except AttributeError:  # not Linux
         return max(1, os.cpu_count() or 1)
+
+
+def use_intra_op_threads(threads: int) -> None:
+    """Give the calling thread's intra-op team `threads` threads (torch's OpenMP pool; MKL follows).
+
+    `torch.set_num_threads` sets the calling thread's team, and a remembered default: the first
+    torch call of a thread that never set its own adopts that default. Reading the count first
+    makes sure that adoption has happened, so it cannot later undo the size set here.
+    """
+    import torch
+
+    if torch.get_num_threads() != threads:
+        torch.set_num_threads(threads)

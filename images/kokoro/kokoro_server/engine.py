@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 import time
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
@@ -27,6 +27,9 @@ class ChunkAudio:
     """PCM16 little-endian, mono, 24 kHz."""
     words: tuple[WordTiming, ...]
     """Word timings in seconds from the start of this chunk's audio (empty when unknown)."""
+    ends_chunk: bool = False
+    """Set by a `PieceStreamingEngine` on a chunk's last piece, so nothing more is asked of it (an
+    engine that does not set it is asked once more and ends its iterator)."""
 
     @property
     def duration_s(self) -> float:
@@ -52,11 +55,18 @@ class PieceStreamingEngine(Protocol):
     """An engine that can hand one chunk's audio over in pieces, each as soon as it exists.
 
     The pieces, concatenated, are the chunk's audio (up to the bound its implementation states);
-    each piece's word timings are relative to that piece's first sample. The iterator runs in the
-    engine's worker thread: it is blocking like `synthesize`.
+    each piece's word timings are relative to that piece's first sample. Each `next` is blocking
+    like `synthesize` and runs in an engine worker thread, not always the same one (the server makes
+    each piece its own job), never two at once: the iterator must hold no thread-local state across
+    pieces, and may be dropped between them.
     """
 
-    def synthesize_pieces(self, text: str, voice: str, speed: float) -> Iterator[ChunkAudio]: ...
+    def synthesize_pieces(
+        self, text: str, voice: str, speed: float, *, others_waiting: Callable[[], int] | None = None
+    ) -> Iterator[ChunkAudio]:
+        """`others_waiting()`, asked when the first piece is cut, is how many other listeners wait
+        in silence for the engine: the more, the shorter the first piece may be made."""
+        ...
 
 
 def float_to_pcm16(audio: np.ndarray) -> bytes:

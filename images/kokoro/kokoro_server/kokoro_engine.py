@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterator
-from contextlib import AbstractContextManager, nullcontext
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, ExitStack, nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
@@ -22,7 +22,14 @@ from kokoro_server.capability import Probe, probe_bf16_cpu, require_precision
 from kokoro_server.engine import ChunkAudio, float_to_pcm16
 from kokoro_server.g2p import offline_spacy_model
 from kokoro_server.weights import voice_files
-from kokoro_server.windowed import SAMPLES_PER_STEP, WindowPlan, decode_pieces, encode_chunk
+from kokoro_server.windowed import (
+    SAMPLES_PER_STEP,
+    WindowPlan,
+    complete_decoding,
+    decode_window,
+    encode_chunk,
+    start_decoding,
+)
 from speech_protocol import SAMPLE_RATE, WordTiming
 
 if TYPE_CHECKING:
@@ -187,28 +194,55 @@ class KokoroEngine:
         samples = np.concatenate(pieces) if pieces else np.zeros(0, dtype=np.float32)
         return ChunkAudio(pcm=float_to_pcm16(samples), words=tuple(words))
 
-    def synthesize_pieces(self, text: str, voice: str, speed: float) -> Iterator[ChunkAudio]:
-        """The chunk's audio window by window (`windowed.decode_pieces`): the first piece after one
-        window of vocoder work, not the whole chunk's. Text encoder and prosody run per phoneme string."""
+    def _computing(self) -> AbstractContextManager[Any]:
+        """Inference mode and this engine's precision, for one stretch of model work on this thread."""
         import torch
+
+        stack = ExitStack()
+        stack.enter_context(torch.inference_mode())
+        stack.enter_context(_autocast(self._device, self._precision))
+        return stack
+
+    def synthesize_pieces(
+        self, text: str, voice: str, speed: float, *, others_waiting: Callable[[], int] | None = None
+    ) -> Iterator[ChunkAudio]:
+        """The chunk's audio window by window (`windowed`): the first piece after one window of
+        vocoder work, not the whole chunk's. Text encoder and prosody run per phoneme string. The
+        first window is cut once they have run, when the crowd of listeners waiting in silence is
+        known (`WindowPlan.first_for`): requests that arrive together are all queued by then.
+
+        Each `next` may run on another thread (the server makes every window its own engine job):
+        inference mode and autocast are thread-local, so they are entered and left within each
+        step, never held across a `yield`.
+        """
         from kokoro import KPipeline
 
         pack = self._packs[voice]
-        for phonemes, tokens in self.phonemize(text):
-            with torch.inference_mode(), _autocast(self._device, self._precision):
+        decoder = self._model.decoder
+        plan = self.window_plan
+        strings = self.phonemize(text)
+        for number, (phonemes, tokens) in enumerate(strings, start=1):
+            with self._computing():
                 encoded = encode_chunk(self._model, phonemes, pack[len(phonemes) - 1], speed)
                 KPipeline.join_timestamps(tokens, encoded.pred_dur.cpu())
-                timed = [t for t in tokens if t.start_ts is not None and t.end_ts is not None]
-                piece_start_s = 0.0
-                total_s = 2 * encoded.asr.shape[-1] * SAMPLES_PER_STEP / SAMPLE_RATE  # the vocoder's 2 steps a frame
-                for piece in decode_pieces(self._model.decoder, encoded, self.window_plan):
-                    samples = piece.float().cpu().numpy()
-                    piece_end_s = piece_start_s + len(samples) / SAMPLE_RATE
-                    words = tuple(
-                        WordTiming(t.text, t.start_ts - piece_start_s, t.end_ts - piece_start_s)
-                        for t in timed
-                        # a word starting past the audio's end (rounding) still belongs to the last piece
-                        if piece_start_s <= t.start_ts and (t.start_ts < piece_end_s or piece_end_s >= total_s)
-                    )
-                    yield ChunkAudio(pcm=float_to_pcm16(samples), words=words)
-                    piece_start_s = piece_end_s
+                first = plan.first_for(others_waiting() if others_waiting is not None and number == 1 else 0)
+                windows = plan.windows(2 * int(encoded.asr.shape[-1]), first)
+                decoding = start_decoding(decoder, encoded, (windows[0][1], plan.context_steps))
+            timed = [t for t in tokens if t.start_ts is not None and t.end_ts is not None]
+            piece_start_s = 0.0
+            total_s = 2 * encoded.asr.shape[-1] * SAMPLES_PER_STEP / SAMPLE_RATE  # the vocoder's 2 steps a frame
+            for index, (start, end) in enumerate(windows, start=1):
+                with self._computing():
+                    if index == 2:
+                        decoding = complete_decoding(decoder, encoded, decoding)
+                    samples = decode_window(decoder, decoding, start, end, plan.context_steps).float().cpu().numpy()
+                piece_end_s = piece_start_s + len(samples) / SAMPLE_RATE
+                words = tuple(
+                    WordTiming(t.text, t.start_ts - piece_start_s, t.end_ts - piece_start_s)
+                    for t in timed
+                    # a word starting past the audio's end (rounding) still belongs to the last piece
+                    if piece_start_s <= t.start_ts and (t.start_ts < piece_end_s or piece_end_s >= total_s)
+                )
+                last = number == len(strings) and index == len(windows)
+                yield ChunkAudio(pcm=float_to_pcm16(samples), words=words, ends_chunk=last)
+                piece_start_s = piece_end_s

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Final, Literal
 
 from kokoro_server.capability import Probe, probe_bf16_cpu, require_precision
-from kokoro_server.concurrency import configured_plan
+from kokoro_server.concurrency import configured_plan, use_intra_op_threads
 from kokoro_server.engine import SpeechEngine, ZeroCostEngine
 from kokoro_server.kokoro_engine import KokoroEngine
 from kokoro_server.service import LoadedEngine
@@ -66,11 +66,8 @@ def load_engine(settings: Settings) -> LoadedEngine:
     model_dir = resolve_model_dir(configured_model_dir(settings))
     logger.info("loading Kokoro-82M from %s on %s (%s)", model_dir, device, settings.precision)
     plan = configured_plan(settings.max_concurrent, device)
-    import torch
-
-    # Process-global, but each synthesis thread gets its own team of this size: see `concurrency`.
-    torch.set_num_threads(plan.threads)
-    logger.info("%d syntheses at a time, %d intra-op threads each", plan.concurrency, plan.threads)
+    # Loading and warm-up run alone: every core (each job then sizes its own team: `concurrency`).
+    use_intra_op_threads(plan.threads_for(1))
     engine = KokoroEngine.load(model_dir, device=device, precision=settings.precision)
     logger.info("warm-up synthesis took %.2f s", warm_up(engine))
-    return LoadedEngine(engine, device)
+    return LoadedEngine(engine, device, use_threads=use_intra_op_threads)

@@ -1,11 +1,18 @@
-"""Fair sharing of the synthesis engine between sessions: round-robin per chunk, bounded concurrency.
+"""Sharing the synthesis engine between sessions: most urgent job first, bounded concurrency.
 
 Every client of the engine (a WebSocket session, an HTTP request) gets a `Lane`. A lane's jobs run
-in the order it submitted them; between lanes, the scheduler takes one job from each lane that
-has work, in turn, so one session's long text never starves another session's first chunk. At most
-`max_concurrent` jobs run at once, in a thread pool (the engine releases the GIL while it
-computes, so the event loop keeps serving); the rest wait here, where they can still be dropped,
-rather than in the pool's queue, where they could not.
+in the order it submitted them; between lanes, the scheduler starts the lane whose next job has
+the earliest deadline: the moment its listener runs out of audio (earliest-deadline-first). A
+listener already waiting in silence has a deadline in the past (when the silence began), so a
+newcomer's first piece goes before the next chunk of a session whose listener still has seconds
+of audio to hear, and one session's long text never starves another. A job without a deadline
+counts from when it was submitted (first come, first served). At most `max_concurrent` jobs run
+at once, in a thread pool (the engine releases the GIL while it computes, so the event loop keeps
+serving); the rest wait here, where they can still be dropped, rather than in the pool's queue,
+where they could not.
+
+`on_start`, when given, runs in the pool thread before each job with the number of jobs running
+(that one included): the service sizes the job's intra-op threads there (`concurrency`).
 
 A job that runs past `job_timeout_s` fails its caller with `SynthesisTimeoutError` at once, but
 its thread cannot be stopped: the slot stays taken (and counted as `stuck`) until the call returns.
@@ -16,7 +23,9 @@ unhealthy (/ping 503) and the orchestrator replaces it.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
+import time
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Executor
@@ -39,8 +48,14 @@ class _Job:
     fn: Callable[[], Any]
     future: asyncio.Future[Any]
     lane: Lane
-    deadline: asyncio.TimerHandle | None = None
+    due: float | None
+    """When its listener runs out of audio (`time.perf_counter` seconds): earliest runs first.
+    A job without a deadline is due when it becomes its lane's next job (see `Lane.run`)."""
+    order: int
+    """Submission order: breaks ties between equal deadlines."""
+    timer: asyncio.TimerHandle | None = None
     timed_out: bool = False
+    started: float = 0.0
 
 
 @dataclass(eq=False)
@@ -52,15 +67,25 @@ class Lane:
     _jobs: deque[_Job] = field(default_factory=deque)
     closed: bool = False
 
-    async def run[T](self, fn: Callable[[], T]) -> T:
+    async def run[T](self, fn: Callable[[], T], *, deadline: float | None = None) -> T:
         """Run `fn` in the pool when this lane's turn comes; return its result.
+
+        `deadline` (`time.perf_counter` seconds) is when the listener needs the result: the most
+        urgent job of all lanes starts first. None: due when it becomes this lane's next job, so
+        that lanes without deadlines take turns, one job each (first come, first served).
 
         Cancelling the caller before the job starts removes the job: it never runs. Once started,
         a job runs to its end (a thread cannot be interrupted) and its result is discarded.
         """
         if self.closed:
             raise LaneClosedError(f"lane {self.name!r} is closed")
-        job = _Job(fn=fn, future=asyncio.get_running_loop().create_future(), lane=self)
+        job = _Job(
+            fn=fn,
+            future=asyncio.get_running_loop().create_future(),
+            lane=self,
+            due=time.perf_counter() if deadline is None and not self._jobs else deadline,
+            order=next(self._scheduler._orders),
+        )
         self._jobs.append(job)
         self._scheduler._submitted(self)
         try:
@@ -68,6 +93,9 @@ class Lane:
         except asyncio.CancelledError:
             if job in self._jobs:
                 self._jobs.remove(job)
+                if self._jobs and self._jobs[0].due is None:
+                    self._jobs[0].due = time.perf_counter()
+                self._scheduler._refresh()
             raise
         return result
 
@@ -75,18 +103,36 @@ class Lane:
     def queued(self) -> int:
         return len(self._jobs)
 
+    def others_in_silence(self) -> int:
+        """How many other lanes have a job queued or running whose deadline has passed (their
+        listeners wait in silence). Safe to call from a job's thread."""
+        now = time.perf_counter()
+        return sum(1 for due, lane in self._scheduler._dues if due <= now and lane is not self)
+
     def close(self) -> None:
         """Drop every queued job (their callers see CancelledError) and refuse new ones."""
         self.closed = True
         while self._jobs:
             self._jobs.popleft().future.cancel()
         self._scheduler._closed(self)
+        self._scheduler._refresh()
+
+
+def _urgency(lane: Lane) -> tuple[float, int]:
+    head = lane._jobs[0]
+    return (head.due if head.due is not None else float("inf"), head.order)
 
 
 class FairScheduler:
-    """Runs engine jobs from many lanes, round-robin, at most `max_concurrent` at a time."""
+    """Runs engine jobs from many lanes, most urgent first, at most `max_concurrent` at a time."""
 
-    def __init__(self, max_concurrent: int, executor: Executor, job_timeout_s: float | None = None) -> None:
+    def __init__(
+        self,
+        max_concurrent: int,
+        executor: Executor,
+        job_timeout_s: float | None = None,
+        on_start: Callable[[int], None] | None = None,
+    ) -> None:
         if max_concurrent < 1:
             raise ValueError(f"max_concurrent must be at least 1, got {max_concurrent}")
         if job_timeout_s is not None and job_timeout_s <= 0:
@@ -94,11 +140,17 @@ class FairScheduler:
         self.max_concurrent = max_concurrent
         self.job_timeout_s = job_timeout_s
         self._executor = executor
+        self._on_start = on_start
         self._stuck = 0
         self._lanes: set[Lane] = set()
-        self._turns: deque[Lane] = deque()
-        """Lanes with queued jobs, in the order they get their next turn."""
+        self._waiting: set[Lane] = set()
+        """Lanes with queued jobs."""
+        self._orders = itertools.count()
         self._running = 0
+        self._running_jobs: set[_Job] = set()
+        self._dues: tuple[tuple[float, Lane], ...] = ()
+        """(deadline, lane) of every job queued or running: a snapshot that job threads may read
+        (replaced whole on the event loop, never mutated)."""
 
     def lane(self, name: str) -> Lane:
         lane = Lane(name=name, _scheduler=self)
@@ -129,32 +181,51 @@ class FairScheduler:
         return len(self._lanes)
 
     def _submitted(self, lane: Lane) -> None:
-        if lane not in self._turns:
-            self._turns.append(lane)
+        self._waiting.add(lane)
         self._dispatch()
+        self._refresh()
+
+    def _refresh(self) -> None:
+        jobs = [*self._running_jobs, *(job for lane in self._waiting for job in lane._jobs)]
+        self._dues = tuple((job.due, job.lane) for job in jobs if job.due is not None)
 
     def _closed(self, lane: Lane) -> None:
         self._lanes.discard(lane)
-        if lane in self._turns:
-            self._turns.remove(lane)
+        self._waiting.discard(lane)
 
     def _dispatch(self) -> None:
-        while self._running < self.max_concurrent and self._turns:
-            lane = self._turns.popleft()
-            if not lane._jobs:
-                continue  # its only job was cancelled while it waited for its turn
+        while self._running < self.max_concurrent:
+            for lane in [lane for lane in self._waiting if not lane._jobs]:
+                self._waiting.discard(lane)  # its jobs were cancelled while they waited
+            if not self._waiting:
+                return
+            # A linear scan: lanes are bounded by the session limit, and a heap would need
+            # re-keying whenever a lane's head job changes.
+            lane = min(self._waiting, key=_urgency)
             job = lane._jobs.popleft()
-            if lane._jobs:
-                self._turns.append(lane)
+            if not lane._jobs:
+                self._waiting.discard(lane)
+            elif lane._jobs[0].due is None:
+                lane._jobs[0].due = time.perf_counter()  # its turn comes after those already waiting
             self._start(job)
 
     def _start(self, job: _Job) -> None:
         self._running += 1
+        self._running_jobs.add(job)
+        running = self._running
         loop = asyncio.get_running_loop()
-        done = loop.run_in_executor(self._executor, job.fn)
+        on_start = self._on_start
+        job.started = time.perf_counter()
+
+        def call() -> Any:
+            if on_start is not None:
+                on_start(running)
+            return job.fn()
+
+        done = loop.run_in_executor(self._executor, call)
         done.add_done_callback(lambda outcome: self._finished(job, outcome))
         if self.job_timeout_s is not None:
-            job.deadline = loop.call_later(self.job_timeout_s, self._timed_out, job)
+            job.timer = loop.call_later(self.job_timeout_s, self._timed_out, job)
 
     def _timed_out(self, job: _Job) -> None:
         job.timed_out = True
@@ -171,9 +242,17 @@ class FairScheduler:
             job.future.set_exception(SynthesisTimeoutError(f"synthesis took longer than {self.job_timeout_s:g} s"))
 
     def _finished(self, job: _Job, outcome: asyncio.Future[Any]) -> None:
+        logger.debug(
+            "job of lane %s: %.3f s late at start, ran %.3f s; %d running after it",
+            job.lane.name,
+            job.started - job.due if job.due is not None else 0.0,
+            time.perf_counter() - job.started,
+            self._running - 1,
+        )
         self._running -= 1
-        if job.deadline is not None:
-            job.deadline.cancel()
+        self._running_jobs.discard(job)
+        if job.timer is not None:
+            job.timer.cancel()
         if job.timed_out:
             self._stuck -= 1
             logger.warning("engine job of lane %s returned after its time limit; its slot is free again", job.lane.name)
@@ -189,3 +268,4 @@ class FairScheduler:
         else:
             job.future.set_result(outcome.result())
         self._dispatch()
+        self._refresh()

@@ -22,6 +22,8 @@ logger = logging.getLogger(__name__)
 class LoadedEngine:
     engine: SpeechEngine
     device: Literal["cpu", "cuda"]
+    use_threads: Callable[[int], None] | None = None
+    """Sets the calling thread's intra-op threads for the engine (None: the engine has none to set)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,13 +61,29 @@ class SpeechService:
         self._executor: ThreadPoolExecutor | None = None
 
     def start(self, loaded: LoadedEngine) -> None:
-        """Serve with `loaded`: one pool thread per synthesis allowed at once."""
-        concurrency = self.settings.concurrency_for(loaded.device)
-        self._executor = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="synthesis")
-        self._scheduler = FairScheduler(concurrency, self._executor, self.settings.synthesis_timeout_s)
+        """Serve with `loaded`: one pool thread per synthesis allowed at once, each job's intra-op
+        threads sized by the jobs running when it starts (`concurrency`)."""
+        plan = self.settings.concurrency_for(loaded.device)
+        on_start: Callable[[int], None] | None = None
+        if (use_threads := loaded.use_threads) is not None:
+
+            def on_start(running: int) -> None:
+                use_threads(plan.threads_for(running))
+
+        self._executor = ThreadPoolExecutor(max_workers=plan.concurrency, thread_name_prefix="synthesis")
+        self._scheduler = FairScheduler(
+            plan.concurrency, self._executor, self.settings.synthesis_timeout_s, on_start=on_start
+        )
         self._engine = loaded.engine
         self.readiness = Readiness.READY
-        logger.info("serving on %s, %d synthesis at a time", loaded.device, concurrency)
+        logger.info(
+            "serving on %s, %d syntheses at a time on %d cores (alone: %d intra-op threads, with others: %d)",
+            loaded.device,
+            plan.concurrency,
+            plan.cores,
+            plan.threads_for(1),
+            plan.threads_for(plan.concurrency),
+        )
 
     def fail(self) -> None:
         self.readiness = Readiness.FAILED

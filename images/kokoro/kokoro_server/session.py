@@ -222,10 +222,6 @@ def shift_words(words: tuple[WordTiming, ...], offset_s: float) -> tuple[WordTim
     return tuple(WordTiming(w.word, w.start_s + offset_s, w.end_s + offset_s) for w in words)
 
 
-_STREAMED = ChunkAudio(pcm=b"", words=())
-"""What `_run_engine` returns for a job that streamed its audio as pieces (nothing left to send)."""
-
-
 class Session:
     """The state of one WebSocket session; `run()` serves it until close or disconnect."""
 
@@ -467,39 +463,46 @@ class Session:
     ) -> AsyncIterator[ChunkAudio | None]:
         """The chunk's audio: in pieces as they are made when the listener waits in silence and the
         engine can (`PieceStreamingEngine`: first audio after a window, not a chunk), else whole.
-        None after reporting an engine failure."""
+        Each piece is its own engine job, so a newcomer waits for one window, not a whole chunk,
+        and each job's deadline follows the audio delivered so far. None after reporting an engine
+        failure."""
         engine = self._engine
         if not (from_silence and isinstance(engine, PieceStreamingEngine)):
-            yield await self._run_engine(request, text)
+            outcome = await self._run_engine(request, partial(engine.synthesize, text, request.voice, request.speed))
+            if outcome is not None:
+                self._computed(request, text, outcome[1])
+            yield None if outcome is None else outcome[0]
             return
-        loop = asyncio.get_running_loop()
-        pieces: asyncio.Queue[ChunkAudio] = asyncio.Queue()
-
-        def make_pieces() -> None:
-            for piece in engine.synthesize_pieces(text, request.voice, request.speed):
-                loop.call_soon_threadsafe(pieces.put_nowait, piece)
-
-        job = asyncio.ensure_future(self._run_engine(request, text, make=make_pieces))
-        try:
-            while not (job.done() and pieces.empty()):
-                getter = asyncio.ensure_future(pieces.get())
-                await asyncio.wait({getter, job}, return_when=asyncio.FIRST_COMPLETED)
-                if getter.done():
-                    yield getter.result()
-                else:
-                    getter.cancel()
-            if job.result() is None:
+        # A suspended generator holds no thread-local state (see `PieceStreamingEngine`): when this
+        # request is cancelled it is simply dropped, even while its last job still runs.
+        pieces = engine.synthesize_pieces(
+            text, request.voice, request.speed, others_waiting=self._lane.others_in_silence
+        )
+        compute_s = 0.0
+        while True:
+            step = await self._run_engine(request, partial(next, pieces, None))
+            if step is None:
                 yield None
-        finally:
-            job.cancel()
+                return
+            piece, spent = step
+            compute_s += spent
+            if piece is None:
+                break
+            yield piece
+            if piece.ends_chunk:
+                break  # no job just to find the iterator's end
+        self._computed(request, text, compute_s)
 
-    async def _run_engine(
-        self, request: _Request, text: str, make: Callable[[], object] | None = None
-    ) -> ChunkAudio | None:
-        """The chunk's audio, or None after reporting an engine failure for this request."""
-        synthesize = make or partial(self._engine.synthesize, text, request.voice, request.speed)
+    def _deadline(self, request: _Request) -> float:
+        """When this session's listener needs its next audio: when the audio it has runs out, or
+        when the request arrived if that is later (it waits in silence since then)."""
+        ends_at = self._clock.ends_at
+        return request.accepted_at if ends_at is None else max(ends_at, request.accepted_at)
+
+    async def _run_engine[T](self, request: _Request, job: Callable[[], T]) -> tuple[T, float] | None:
+        """`job`'s result and its compute seconds, or None after reporting an engine failure for this request."""
         try:
-            audio, compute_s = await self._lane.run(partial(timed, synthesize))
+            return await self._lane.run(partial(timed, job), deadline=self._deadline(request))
         except LaneClosedError:
             raise
         except SynthesisTimeoutError as exc:
@@ -515,9 +518,11 @@ class Session:
             )
             await self._outbox.put(_Control(failure, request=request, finishes=True))
             return None
+
+    def _computed(self, request: _Request, text: str, compute_s: float) -> None:
+        """A chunk is synthesized: the policy learns the engine's speed from it."""
         self._policy.observe(text, compute_s)
         request.compute_s += compute_s
-        return audio if isinstance(audio, ChunkAudio) else _STREAMED
 
     # --- writer -----------------------------------------------------------------------------
 

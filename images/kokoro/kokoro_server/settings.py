@@ -13,7 +13,10 @@ import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal
+
+if TYPE_CHECKING:
+    from kokoro_server.concurrency import ConcurrencyPlan
 
 ENV_PREFIX: Final = "KOKORO_"
 
@@ -211,14 +214,12 @@ class Settings:
         default="info", metadata=_spec("logging level", _choice("debug", "info", "warning", "error"))
     )
 
-    def concurrency_for(self, device: Literal["cpu", "cuda"]) -> int:
-        """Syntheses allowed at once on `device`, resolving 'auto' from this machine's cores.
-
-        The rule and the measurement behind it are in `concurrency.auto_plan`.
-        """
+    def concurrency_for(self, device: Literal["cpu", "cuda"]) -> ConcurrencyPlan:
+        """Syntheses allowed at once on `device` and the cores they share, resolving 'auto' from
+        this machine's cores. The rule and the measurement behind it are in `concurrency`."""
         from kokoro_server.concurrency import configured_plan
 
-        return configured_plan(self.max_concurrent, device).concurrency
+        return configured_plan(self.max_concurrent, device)
 
 
 def env_var(name: str) -> str:

@@ -37,6 +37,8 @@ class WindowPlan:
 
     first_steps: int = 80
     """The first window: 1 s of audio (its vocoder work measured about half of a 3.5 s chunk's)."""
+    min_first_steps: int = 20
+    """The shortest first window (0.25 s), when other listeners wait in silence too (`first_for`)."""
     window_steps: int = 240
     """Later windows: 3 s of audio each (fewer, larger windows cost less context overhead)."""
     context_steps: int = 16
@@ -47,13 +49,27 @@ class WindowPlan:
     def __post_init__(self) -> None:
         if self.first_steps < 1 or self.window_steps < 1 or self.context_steps < 0:
             raise ValueError("need first_steps >= 1, window_steps >= 1, context_steps >= 0")
+        if not 1 <= self.min_first_steps <= self.first_steps:
+            raise ValueError("need 1 <= min_first_steps <= first_steps")
 
-    def windows(self, steps: int) -> list[tuple[int, int]]:
-        """[start, end) of each window over `steps` input steps, in order, covering them exactly. Pure."""
+    def first_for(self, others_waiting: int) -> int:
+        """The first window when `others_waiting` other listeners wait in silence for the engine. Pure.
+
+        Their first audio waits for this one's first piece (or runs beside it at half the speed),
+        so the first window shrinks with the crowd: `first_steps / (1 + others)`, at least
+        `min_first_steps`. Alone, the full first window: a longer first piece leaves more time
+        for the next one before the listener runs out.
+        """
+        return max(self.min_first_steps, self.first_steps // (1 + max(0, others_waiting)))
+
+    def windows(self, steps: int, first_steps: int | None = None) -> list[tuple[int, int]]:
+        """[start, end) of each window over `steps` input steps, in order, covering them exactly;
+        the first `first_steps` long (default: the plan's). Pure."""
+        first = self.first_steps if first_steps is None else first_steps
         out: list[tuple[int, int]] = []
         start = 0
         while start < steps:
-            size = self.first_steps if not out else self.window_steps
+            size = first if not out else self.window_steps
             end = min(steps, start + size)
             if (
                 steps - end < self.window_steps // 4
@@ -153,15 +169,75 @@ def _vocode(generator: Any, x: torch.Tensor, s: torch.Tensor, har: torch.Tensor)
     return audio.reshape(-1)
 
 
-def decode_pieces(decoder: Any, encoded: Encoded, plan: WindowPlan) -> Iterator[torch.Tensor]:
-    """The decoder's audio for one chunk, window by window (1-D float tensors whose concatenation
-    has the length whole-chunk decoding `decoder(asr, f0, n, style)` gives)."""
+PREPARE_CONTEXT_FRAMES: Final = 12
+"""Frames of real input past a prefix's end for the decoder's frame-rate layers (five blocks of two
+kernel-3 convolutions reach 10 frames), so their zero padding at the cut never reaches kept audio."""
+
+
+@dataclass(frozen=True, slots=True)
+class Decoding:
+    """One chunk's decoder state once its whole-chunk parts have run: windows are decoded from it.
+
+    Holds tensors only (no thread-local state), so consecutive windows may be decoded on different
+    threads: the server runs each window as its own engine job (`kokoro_engine.synthesize_pieces`).
+    """
+
+    x: torch.Tensor
+    """The vocoder's input (the decoder's frame-rate layers' output): the whole chunk's, or a prefix."""
+    har: torch.Tensor
+    """The vocoder's excitation (harmonic source STFT) for the whole chunk."""
+    style: torch.Tensor
+    steps: int
+    """The chunk's vocoder input steps (`x` may hold only the first ones: `ready_steps`)."""
+
+    @property
+    def ready_steps(self) -> int:
+        return int(self.x.shape[-1])
+
+
+def start_decoding(decoder: Any, encoded: Encoded, first_window: tuple[int, int] | None = None) -> Decoding:
+    """The decoder's whole-chunk parts: the excitation on the whole chunk, the frame-rate layers on
+    the whole chunk, or, given the first window's (steps, context_steps), only on the prefix that
+    window needs (its frames, its vocoder context and `PREPARE_CONTEXT_FRAMES`): first audio does
+    not wait for the frame-rate layers of the whole chunk. `complete_decoding` runs the rest."""
+    har = _excitation(decoder.generator, encoded.f0)  # once: its noise must be the same draws for every window
+    frames = int(encoded.asr.shape[-1])
+    upto = frames
+    if first_window is not None:
+        first_steps, context_steps = first_window
+        upto = min(frames, -(-(first_steps + context_steps) // 2) + PREPARE_CONTEXT_FRAMES)
+    x = _prepare(decoder, encoded.asr[:, :, :upto], encoded.f0[:, : 2 * upto], encoded.n[:, : 2 * upto], encoded.style)
+    return Decoding(x=x, har=har, style=encoded.style, steps=2 * frames)
+
+
+def complete_decoding(decoder: Any, encoded: Encoded, decoding: Decoding) -> Decoding:
+    """`decoding` with the frame-rate layers run on the whole chunk (itself when they were)."""
+    if decoding.ready_steps == decoding.steps:
+        return decoding
     x = _prepare(decoder, encoded.asr, encoded.f0, encoded.n, encoded.style)
-    generator = decoder.generator
-    har = _excitation(generator, encoded.f0)
-    steps = x.shape[-1]
-    for start, end in plan.windows(steps):
-        lo, hi = max(0, start - plan.context_steps), min(steps, end + plan.context_steps)
-        span_har = har[:, :, HAR_FRAMES_PER_STEP * lo : HAR_FRAMES_PER_STEP * hi + 1]
-        audio = _vocode(generator, x[:, :, lo:hi], encoded.style, span_har)
-        yield audio[SAMPLES_PER_STEP * (start - lo) : SAMPLES_PER_STEP * (end - lo)]
+    return Decoding(x=x, har=decoding.har, style=decoding.style, steps=decoding.steps)
+
+
+def decode_window(decoder: Any, decoding: Decoding, start: int, end: int, context_steps: int) -> torch.Tensor:
+    """The audio of input steps [start, end), vocoded with `context_steps` of real input each side."""
+    lo, hi = max(0, start - context_steps), min(decoding.steps, end + context_steps)
+    if hi > decoding.ready_steps:
+        raise ValueError(f"window [{start}, {end}) needs steps up to {hi}; only {decoding.ready_steps} are ready")
+    span_har = decoding.har[:, :, HAR_FRAMES_PER_STEP * lo : HAR_FRAMES_PER_STEP * hi + 1]
+    audio = _vocode(decoder.generator, decoding.x[:, :, lo:hi], decoding.style, span_har)
+    return audio[SAMPLES_PER_STEP * (start - lo) : SAMPLES_PER_STEP * (end - lo)]
+
+
+def decode_pieces(
+    decoder: Any, encoded: Encoded, plan: WindowPlan, first_steps: int | None = None
+) -> Iterator[torch.Tensor]:
+    """The decoder's audio for one chunk, window by window, as the engine makes it: the first from
+    a prefix of the frame-rate layers, the rest from the whole chunk's (1-D float tensors whose
+    concatenation has the length whole-chunk decoding `decoder(asr, f0, n, style)` gives)."""
+    steps = 2 * int(encoded.asr.shape[-1])
+    windows = plan.windows(steps, first_steps)
+    decoding = start_decoding(decoder, encoded, (windows[0][1], plan.context_steps))
+    for number, (start, end) in enumerate(windows):
+        if number == 1:
+            decoding = complete_decoding(decoder, encoded, decoding)
+        yield decode_window(decoder, decoding, start, end, plan.context_steps)
