@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Final, Literal
 
 from bench.bargein import CHROMIUM, CHROMIUM_ARGS
+from bench.lab import positive_int
 from bench.paced_speech import DEFAULT_RTF, DEFAULT_SECONDS_PER_CHAR, pacing_args, positive_float
 from bench.peers import cpu_name
 from local.launcher import LaunchError, ProcessSpec
@@ -351,13 +352,6 @@ async def run(options: PageOptions, *, say: Callable[[str], None] = print) -> Pa
 
 
 # --- command line ------------------------------------------------------------------------------------
-
-
-def positive_int(raw: str) -> int:
-    value = int(raw)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
 
 
 def non_negative_int(raw: str) -> int:
