@@ -264,12 +264,17 @@ def engine_label(options: PageOptions, real_weights: bool) -> str:
 
 async def ask(page: Page, mode: Mode, transport: Transport, timeout_s: float) -> PageTrial:
     """One question in a New conversation, as a user would ask it; returns once it has played out."""
+    from playwright.async_api import TimeoutError as PlaywrightTimeout
+
     await page.click("#new-conversation")
     await page.check(f"input[name=mode][value={mode}]")
     await page.check(f"input[name=transport][value={transport}]")
     await page.fill("#prompt", PROMPT)
     await page.click("#speak")
-    await page.wait_for_function(ANSWER_PLAYED, timeout=timeout_s * 1000)
+    try:
+        await page.wait_for_function(ANSWER_PLAYED, timeout=timeout_s * 1000)
+    except PlaywrightTimeout:
+        raise PageBenchError(f"the {mode} answer had not played out after {timeout_s:g} s") from None
     return parse_trial(mode, await page.evaluate(READ_PAGE))
 
 

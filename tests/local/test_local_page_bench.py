@@ -321,6 +321,26 @@ async def test_the_driver_asks_each_mode_in_a_new_conversation_and_reads_the_pag
 
 
 @pytest.mark.browser
+async def test_an_answer_that_never_ends_is_reported_not_waited_for_forever(web_stacks: WebStacks) -> None:
+    events = agent_events("stream", pcm_bytes(pcm_samples(RATE // 10)), chunk_sizes=[4800])
+    body = sse_bytes(events)
+    opened = body[: body.index(b"data: ", body.index(b'"audio_chunk"'))]
+
+    async def endless(_: dict[str, Any]) -> AsyncIterator[bytes]:
+        yield opened
+        while True:
+            await asyncio.sleep(0.05)
+            yield b": keep-alive\n\n"
+
+    stack = web_stacks.start(endless)
+    async with page_at(stack.url) as page:
+        with pytest.raises(PageBenchError) as error:
+            await ask(page, "stream", "sse", timeout_s=1.5)
+        await page.click("#stop")
+    assert str(error.value) == "the stream answer had not played out after 1.5 s"
+
+
+@pytest.mark.browser
 async def test_an_underrun_is_counted_with_the_silence_it_caused(web_stacks: WebStacks) -> None:
     """The agent holds the stream after 0.1 s of audio until the player has run dry."""
     events = agent_events("stream", pcm_bytes(pcm_samples(RATE // 2)), chunk_sizes=[4800, 4801, 4799, 4800, 4800])
