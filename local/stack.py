@@ -25,7 +25,7 @@ import signal
 import socket
 import sys
 import tempfile
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Final, Literal, get_args
@@ -376,11 +376,21 @@ RANDOM_WEIGHTS_WARNING: Final = (
 # --- launch ------------------------------------------------------------------------------------------
 
 
+SpeechSpecBuilder = Callable[[StackConfig, Weights, Mapping[str, str]], ProcessSpec]
+
+
 @contextlib.asynccontextmanager
 async def launch(
-    config: StackConfig, *, sink: LogSink | None = None, base_env: Mapping[str, str] | None = None
+    config: StackConfig,
+    *,
+    sink: LogSink | None = None,
+    base_env: Mapping[str, str] | None = None,
+    speech: SpeechSpecBuilder = speech_spec,
 ) -> AsyncIterator[RunningStack]:
-    """Start the stack, wait until every service is ready, stop it all on exit (or on failure)."""
+    """Start the stack, wait until every service is ready, stop it all on exit (or on failure).
+
+    `speech` describes the speech server's process (a benchmark substitutes one with a simulated cost).
+    """
     env = dict(os.environ if base_env is None else base_env)
     config = with_ports(config)
     group = ProcessGroup(sink)
@@ -414,10 +424,10 @@ async def launch(
                 if config.browser_server:
                     await group.start(web_spec(config, env))
 
-            speech = await group.spawn(speech_spec(config, weights, env))
+            speech_server = await group.spawn(speech(config, weights, env))
             try:
                 async with asyncio.TaskGroup() as tasks:
-                    tasks.create_task(group.wait_ready(speech))
+                    tasks.create_task(group.wait_ready(speech_server))
                     tasks.create_task(front())
             except* LaunchError as failures:
                 raise failures.exceptions[0] from None

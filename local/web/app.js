@@ -6,10 +6,12 @@
 //
 // For automated tests the live state is mirrored on `window.voicestack`:
 //   current: the running answer's stats plus player counters (samplesPlayed, underruns,
-//            playerState, playbackStartMs, drained) and captions (captionWords, spokenWord,
-//            captionTrail: every word index highlighted, in order); runs: the finished answers'
-//            rows; sessionId and turns: the conversation; lastStop: {reason, silentMs,
-//            outputLatencyMs} of the last barge-in (silentMs: until the worklet confirmed silence).
+//            silentSamples: silence output during underruns, playerState, playbackStartMs,
+//            drained, drainedMs: when its last sample was played) and captions (captionWords,
+//            spokenWord, captionTrail: every word index highlighted, in order); runs: the
+//            finished answers' rows; sessionId and turns: the conversation; lastStop: {reason,
+//            silentMs, outputLatencyMs} of the last barge-in (silentMs: until the worklet confirmed
+//            silence).
 
 import { AgentSocket } from "./agent-socket.js";
 import { Conversation } from "./conversation.js";
@@ -71,12 +73,14 @@ function onPlayerProgress(progress) {
   if (current === null) return;
   current.samplesPlayed = progress.played;
   current.underruns = progress.underruns;
+  current.silentSamples = state.player?.silentSamples ?? 0;
   current.playerState = progress.state;
   if (progress.state === "playing" && current.playbackStartMs === null) {
     current.playbackStartMs = current.session.elapsedMs();
   }
   if (progress.state === "drained") {
     current.drained = true;
+    current.drainedMs ??= current.session.elapsedMs();
     if (current.done && current.error === null) showStatus("Done.");
     if (current.done) $("stop").toggleAttribute("disabled", true);
   }
@@ -299,8 +303,11 @@ async function ask(prompt, mode, transport = "sse") {
     drained: false,
     samplesPlayed: 0,
     underruns: 0,
+    silentSamples: 0,
     playerState: "idle",
     playbackStartMs: null,
+    /** @type {number | null} */
+    drainedMs: null,
     error: null,
   };
   state.current = current;

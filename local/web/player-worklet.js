@@ -5,6 +5,9 @@
 // resume once `resumeSamples` are buffered or the stream ends) -> "drained" when the stream has
 // ended and every sample was played. New samples always restart playback: an underrun pauses,
 // it never stops the player for good.
+//
+// `silent` counts the samples output as silence while waiting for audio mid-answer (from each
+// underrun until playback resumes): how long the listener heard a gap, not just how often.
 
 import { FloatRingBuffer } from "./ring-buffer.js";
 
@@ -21,6 +24,7 @@ class StreamPlayerProcessor extends AudioWorkletProcessor {
     this.ended = false;
     this.played = 0;
     this.underruns = 0;
+    this.silent = 0;
     this.quanta = 0;
     this.generation = 0;
     this.port.onmessage = (event) => this.onMessage(event.data);
@@ -47,6 +51,7 @@ class StreamPlayerProcessor extends AudioWorkletProcessor {
         this.ended = false;
         this.played = 0;
         this.underruns = 0;
+        this.silent = 0;
         this.generation = message.generation ?? 0;
         this.setState("idle");
         break;
@@ -68,6 +73,7 @@ class StreamPlayerProcessor extends AudioWorkletProcessor {
       state: this.state,
       played: this.played,
       underruns: this.underruns,
+      silent: this.silent,
       buffered: this.ring.length,
     });
   }
@@ -80,6 +86,7 @@ class StreamPlayerProcessor extends AudioWorkletProcessor {
     const out = outputs[0][0];
     if (this.state !== "playing") {
       out.fill(0);
+      if (this.state === "buffering") this.silent += out.length;
       return true;
     }
     const count = this.ring.read(out);
@@ -90,6 +97,7 @@ class StreamPlayerProcessor extends AudioWorkletProcessor {
         this.setState("drained");
       } else {
         this.underruns += 1;
+        this.silent += out.length - count;
         this.setState("buffering");
       }
       return true;

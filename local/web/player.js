@@ -20,6 +20,8 @@ export class StreamPlayer {
   #generation = 0;
   /** @type {PlayerProgress} */
   progress = { state: "idle", played: 0, underruns: 0, buffered: 0 };
+  /** Samples output as silence while waiting for audio mid-answer, since the last reset (the worklet's count). */
+  silentSamples = 0;
   /** Called on every progress report from the worklet. @type {(progress: PlayerProgress) => void} */
   onprogress = () => {};
   /**
@@ -44,8 +46,9 @@ export class StreamPlayer {
         this.lastResetMs = performance.now() - this.#resetAt;
         this.#resetAt = null;
       }
-      const { state, played, underruns, buffered } = event.data;
+      const { state, played, underruns, buffered, silent } = event.data;
       this.progress = { state, played, underruns, buffered };
+      this.silentSamples = silent;
       this.onprogress(this.progress);
     };
   }
@@ -96,6 +99,7 @@ export class StreamPlayer {
   reset() {
     this.pushed = 0;
     this.progress = { state: "idle", played: 0, underruns: 0, buffered: 0 };
+    this.silentSamples = 0;
     this.#generation += 1;
     this.lastResetMs = null;
     this.#resetAt = performance.now();
