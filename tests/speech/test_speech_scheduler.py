@@ -212,6 +212,30 @@ async def test_on_start_gets_the_jobs_running_in_the_job_thread(pool: ThreadPool
     assert threading.current_thread().name not in job_threads
 
 
+async def test_others_in_silence_counts_other_lanes_jobs_past_their_deadline(pool: ThreadPoolExecutor) -> None:
+    """What a first window is cut by: other listeners waiting in silence, running or queued, not
+    this lane's own job and not listeners that still have audio to hear."""
+    rec = Recorder()
+    scheduler = FairScheduler(1, pool)
+    me, silent_running, silent_queued, playing = (scheduler.lane(n) for n in ("me", "run", "queued", "playing"))
+    assert me.others_in_silence() == 0
+    now = time.perf_counter()
+    running = asyncio.create_task(silent_running.run(rec.job("run"), deadline=now - 1))
+    await until(lambda: rec.started == ["run"])
+    mine = asyncio.create_task(me.run(rec.job("me"), deadline=now - 2))
+    queued = asyncio.create_task(silent_queued.run(rec.job("queued"), deadline=now))
+    ahead = asyncio.create_task(playing.run(rec.job("playing"), deadline=now + 60))
+    await until(lambda: scheduler.queued == 3)
+    assert me.others_in_silence() == 2  # "run" (running) and "queued"; not "playing", not itself
+    assert playing.others_in_silence() == 3
+    queued.cancel()
+    await until(lambda: scheduler.queued == 2)
+    assert me.others_in_silence() == 1
+    rec.gate.release(3)
+    await asyncio.gather(running, mine, ahead)
+    assert me.others_in_silence() == 0
+
+
 def test_max_concurrent_below_one_is_refused() -> None:
     with pytest.raises(ValueError, match="max_concurrent must be at least 1, got 0"):
         FairScheduler(0, ThreadPoolExecutor(max_workers=1))

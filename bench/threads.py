@@ -1,0 +1,115 @@
+"""The benchmark behind the concurrency rule: `python -m bench.threads` (`make bench-threads`).
+
+The engine alone (no server, no sockets), in this process, on the full-size Kokoro-82M (random
+weights unless `--model-dir`): for each configuration of syntheses at once x intra-op threads
+each, every synthesis thread synthesizes the benchmark's sentences back to back for `--seconds`,
+and the table gives the audio seconds made per wall second, side by side in one run. It is what
+`kokoro_server.concurrency` is derived from:
+- `1 x all cores` is a lone session's speed (its real-time factor is the inverse);
+- `2 x 1` (on 2 cores) against it is the throughput that running two at a time gains;
+- `2 x all cores` shows what oversubscribing the cores costs or gains.
+"""
+
+from __future__ import annotations
+
+import argparse
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+
+from bench.texts import FOUR_SENTENCES
+from kokoro_server.concurrency import usable_cores, use_intra_op_threads
+from kokoro_server.engine import SpeechEngine
+
+SENTENCES: Final = tuple(s.strip() + "." for s in FOUR_SENTENCES.split(".") if s.strip())
+
+
+@dataclass(frozen=True, slots=True)
+class Config:
+    jobs: int
+    threads: int
+
+    def __str__(self) -> str:
+        return f"{self.jobs} x {self.threads}"
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    config: Config
+    audio_s: float
+    wall_s: float
+
+    @property
+    def rate(self) -> float:
+        """Audio seconds made per wall second, all syntheses together."""
+        return self.audio_s / self.wall_s
+
+
+def configs(cores: int) -> list[Config]:
+    """The configurations compared on `cores` cores, the lone session's first and last (so that a
+    drift of the machine during the run shows as two different figures for it). Pure."""
+    shared = Config(2, max(1, cores // 2))
+    rest = [shared, Config(2, cores), Config(1, 1)]
+    return [Config(1, cores), *dict.fromkeys(c for c in rest if c != Config(1, cores)), Config(1, cores)]
+
+
+def measure(engine: SpeechEngine, config: Config, seconds: float) -> Outcome:
+    """`config.jobs` threads, each with `config.threads` intra-op threads, synthesizing for `seconds`."""
+    audio = [0.0] * config.jobs
+    ready = threading.Barrier(config.jobs + 1)
+    """Every thread has its intra-op threads set (the first one imports torch) before the clock starts."""
+    stop_at = [0.0]
+    go = threading.Event()
+
+    def work(slot: int) -> None:
+        use_intra_op_threads(config.threads)
+        ready.wait()
+        go.wait()
+        turn = slot
+        while time.perf_counter() < stop_at[0]:
+            audio[slot] += engine.synthesize(SENTENCES[turn % len(SENTENCES)], engine.default_voice, 1.0).duration_s
+            turn += 1
+
+    workers = [threading.Thread(target=work, args=(slot,)) for slot in range(config.jobs)]
+    for worker in workers:
+        worker.start()
+    ready.wait()
+    started = time.perf_counter()
+    stop_at[0] = started + seconds
+    go.set()
+    for worker in workers:
+        worker.join()
+    return Outcome(config, sum(audio), time.perf_counter() - started)
+
+
+def render(outcomes: Sequence[Outcome], setup: str) -> str:
+    """One table: each configuration's rate and its ratio to the first (a lone session). Pure."""
+    base = outcomes[0].rate
+    lines = [setup, "", "| syntheses x threads | audio-s per s | vs 1 alone |", "|---|---|---|"]
+    lines += [f"| {o.config} | {o.rate:.3f} | {o.rate / base:.2f} |" for o in outcomes]
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model-dir", type=Path, help="weights (default: the generated random-weight checkpoint)")
+    parser.add_argument("--seconds", type=float, default=15.0, help="seconds per configuration (default 15)")
+    args = parser.parse_args(argv)
+    if args.seconds <= 0:
+        parser.error(f"--seconds must be positive, got {args.seconds}")
+    from bench.peers import cpu_name
+    from kokoro_server.fake_weights import ensure_random_weights
+    from kokoro_server.kokoro_engine import KokoroEngine
+
+    cores = usable_cores()
+    engine = KokoroEngine.load(args.model_dir or ensure_random_weights())
+    engine.synthesize(SENTENCES[0], engine.default_voice, 1.0)  # warm-up
+    outcomes = [measure(engine, config, args.seconds) for config in configs(cores)]
+    print(render(outcomes, f"{cpu_name()}, {cores} usable cores, {args.seconds:g} s per configuration"))
+
+
+if __name__ == "__main__":
+    main()

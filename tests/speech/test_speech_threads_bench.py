@@ -1,0 +1,54 @@
+"""The benchmark behind the concurrency rule: its configurations, its measurement loop, its table."""
+
+from __future__ import annotations
+
+import pytest
+
+from bench.threads import SENTENCES, Config, Outcome, configs, main, measure, render
+from kokoro_server.engine import ZeroCostEngine
+
+
+def test_the_sentences_are_the_benchmark_text_s_four() -> None:
+    assert len(SENTENCES) == 4
+    assert SENTENCES[-1] == "This is why latency matters."
+
+
+@pytest.mark.parametrize(
+    ("cores", "expected"),
+    [
+        (1, [Config(1, 1), Config(2, 1), Config(1, 1)]),
+        (2, [Config(1, 2), Config(2, 1), Config(2, 2), Config(1, 1), Config(1, 2)]),
+        (8, [Config(1, 8), Config(2, 4), Config(2, 8), Config(1, 1), Config(1, 8)]),
+    ],
+)
+def test_the_lone_session_is_measured_first_and_last(cores: int, expected: list[Config]) -> None:
+    assert configs(cores) == expected
+
+
+def test_each_synthesis_thread_works_until_the_time_is_up() -> None:
+    engine = ZeroCostEngine(compute_s_per_char=0.0005)  # ~40 ms per sentence, the sleep releases the GIL
+    outcome = measure(engine, Config(2, 1), 0.3)
+    assert outcome.config == Config(2, 1)
+    assert outcome.wall_s >= 0.3
+    assert {text for text, _, _ in engine.calls} == set(SENTENCES)  # two threads, two turns each at least
+    assert outcome.audio_s == pytest.approx(sum(engine.samples_for(t) for t, _, _ in engine.calls) / 24000)
+
+
+def test_the_table_compares_every_configuration_with_the_lone_session() -> None:
+    outcomes = [Outcome(Config(1, 2), 11.0, 10.0), Outcome(Config(2, 1), 14.0, 10.0), Outcome(Config(1, 2), 10.0, 10.0)]
+    assert render(outcomes, "CPU X, 2 usable cores").splitlines() == [
+        "CPU X, 2 usable cores",
+        "",
+        "| syntheses x threads | audio-s per s | vs 1 alone |",
+        "|---|---|---|",
+        "| 1 x 2 | 1.100 | 1.00 |",
+        "| 2 x 1 | 1.400 | 1.27 |",
+        "| 1 x 2 | 1.000 | 0.91 |",
+    ]
+
+
+def test_a_non_positive_duration_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["--seconds", "0"])
+    assert exited.value.code == 2
+    assert "--seconds must be positive, got 0.0" in capsys.readouterr().err
