@@ -110,6 +110,44 @@ def test_the_first_chunk_does_not_depend_on_speed_or_buffer() -> None:
     )
 
 
+@pytest.mark.parametrize(
+    ("text", "crowd", "expected"),
+    [
+        # Alone: the phrase boundary before "before" (49 characters).
+        (FOUR_SENTENCES, 0, "Streaming speech lets a voice agent start talking"),
+        # Others already wait in silence: within 30 characters, here the last word boundary.
+        (FOUR_SENTENCES, 1, "Streaming speech lets a voice"),
+        (FOUR_SENTENCES, 3, "Streaming speech lets a voice"),
+        # A clause that fits stays the cut.
+        (WEATHER, 2, "Well, when the weather is fine"),
+        ("Sure, here is how it works, one step after the other.", 2, "Sure, here is how it works,"),
+    ],
+)
+def test_a_first_chunk_in_a_crowd_is_shorter(text: str, crowd: int, expected: str) -> None:
+    chunk = plan_chunk(text, first=True, buffered_audio_s=0.0, s_per_char=0.03, crowd=crowd)
+    assert chunk is not None
+    assert chunk.text == expected
+    # Later chunks are sized by the budget, never by the crowd.
+    later = plan_chunk(text, first=False, buffered_audio_s=3.0, s_per_char=0.03, crowd=crowd)
+    assert later == plan_chunk(text, first=False, buffered_audio_s=3.0, s_per_char=0.03)
+
+
+def test_the_chunker_asks_for_the_crowd_only_for_a_first_chunk() -> None:
+    asked: list[str] = []
+
+    def crowd() -> int:
+        asked.append("crowd")
+        return 2
+
+    chunker = AdaptiveChunker(EngineSpeed(), crowd=crowd)
+    first = chunker.next_chunk(FOUR_SENTENCES, first=True, buffered_audio_s=0.0)
+    assert first is not None
+    assert first.text == "Streaming speech lets a voice"
+    assert asked == ["crowd"]
+    chunker.next_chunk(first.rest, first=False, buffered_audio_s=2.0)
+    assert asked == ["crowd"]
+
+
 def test_nothing_speakable_left_gives_none() -> None:
     assert plan("", 3.0) is None
     assert plan("   \n ", 3.0, first=True) is None
@@ -357,6 +395,10 @@ def test_schedule_params_reject_inconsistent_values() -> None:
         ScheduleParams(safety=1.5)
     with pytest.raises(ValueError, match="min_piece_chars"):
         ScheduleParams(min_piece_chars=80)
+    with pytest.raises(ValueError, match=r"^need min_piece_chars <= crowd_first_max_chars <= first_max_chars$"):
+        ScheduleParams(crowd_first_max_chars=70)
+    with pytest.raises(ValueError, match=r"^need min_piece_chars <= crowd_first_max_chars <= first_max_chars$"):
+        ScheduleParams(crowd_first_max_chars=10)
 
 
 def _boundaries_by_slicing(text: str, params: ScheduleParams) -> list[Cut]:

@@ -228,6 +228,7 @@ async def test_others_in_silence_counts_other_lanes_jobs_past_their_deadline(poo
     await until(lambda: scheduler.queued == 3)
     assert me.others_in_silence() == 2  # "run" (running) and "queued"; not "playing", not itself
     assert playing.others_in_silence() == 3
+    assert scheduler.in_silence() == 3  # every lane's: what a new first chunk is planned by
     queued.cancel()
     await until(lambda: scheduler.queued == 2)
     assert me.others_in_silence() == 1

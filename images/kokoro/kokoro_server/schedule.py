@@ -73,6 +73,9 @@ class ScheduleParams:
     """Neither side of a cut inside a sentence may be shorter (no "Well," or "down." chunk)."""
     first_max_chars: int = 60
     """The first chunk is the first clause or phrase of at least `min_piece_chars` up to this length."""
+    crowd_first_max_chars: int = 30
+    """The same limit when other listeners already wait in silence for the engine (a crowd arriving
+    together): this one's first audio waits for theirs, so its first piece is kept shorter."""
     max_chunk_chars: int = 300
     """The model reads at most 510 phonemes at once; longer text is split by the engine itself."""
     max_chunk_compute_s: float = 4.0
@@ -92,6 +95,8 @@ class ScheduleParams:
             raise ValueError(f"min_fill must be in [0, 1], got {self.min_fill}")
         if self.min_piece_chars < 1 or self.first_max_chars < self.min_piece_chars:
             raise ValueError("need 1 <= min_piece_chars <= first_max_chars")
+        if not self.min_piece_chars <= self.crowd_first_max_chars <= self.first_max_chars:
+            raise ValueError("need min_piece_chars <= crowd_first_max_chars <= first_max_chars")
         if self.max_chunk_chars < self.first_max_chars:
             raise ValueError("max_chunk_chars must be at least first_max_chars")
 
@@ -151,14 +156,14 @@ def boundaries(text: str, params: ScheduleParams, limit: int | None = None) -> l
     return [Cut(at, kind) for at, kind in sorted(best.items())]
 
 
-def first_cut(text: str, params: ScheduleParams) -> Cut:
+def first_cut(text: str, params: ScheduleParams, max_chars: int | None = None) -> Cut:
     """The shortest sensible first piece of `text` (which starts with a word).
 
     The earliest sentence or clause end of at least `min_piece_chars` when it is within
-    `first_max_chars`; else the earliest phrase boundary within it; else the last word boundary
-    within it; else the first place to cut at all (a very long word is never split).
+    `max_chars` (default `first_max_chars`); else the earliest phrase boundary within it; else the
+    last word boundary within it; else the first place to cut at all (a very long word is never split).
     """
-    cuts = boundaries(text, params, params.first_max_chars)
+    cuts = boundaries(text, params, params.first_max_chars if max_chars is None else max_chars)
     window = [c for c in cuts if len(text[: c.at].strip()) >= params.min_piece_chars]
     for kinds in ((Boundary.SENTENCE, Boundary.CLAUSE), (Boundary.PHRASE,)):
         chosen = [c for c in window if c.kind in kinds]
@@ -208,19 +213,21 @@ def plan_chunk(
     s_per_char: float,
     overhead_s: float = 0.0,
     sharing: float = 1.0,
+    crowd: int = 0,
     params: ScheduleParams | None = None,
 ) -> Chunk | None:
     """The next chunk of `remaining`, or None when nothing speakable is left. Pure.
 
     The first chunk (and any chunk when the buffer cannot pay for a sensible piece, e.g. after an
-    underrun) is the shortest sensible piece; otherwise the largest well-cut piece the budget allows.
+    underrun) is the shortest sensible piece, within `crowd_first_max_chars` for a first chunk when
+    `crowd` other listeners wait in silence; otherwise the largest well-cut piece the budget allows.
     """
     params = params or ScheduleParams()
     text = remaining.lstrip()
     if not text.strip():
         return None
     if first:
-        cut = first_cut(text, params)
+        cut = first_cut(text, params, params.crowd_first_max_chars if crowd > 0 else None)
     else:
         limit = budget_chars(
             buffered_audio_s, s_per_char=s_per_char, overhead_s=overhead_s, sharing=sharing, params=params
@@ -281,6 +288,11 @@ def alone() -> float:
     return 1.0
 
 
+def nobody() -> int:
+    """Listeners waiting in silence for an engine that serves one session: none."""
+    return 0
+
+
 @dataclass(eq=False)
 class ListenerBoard:
     """When the audio of each listener being served runs out; shared by every session of a server.
@@ -314,11 +326,13 @@ class AdaptiveChunker:
 
     `speed` and `board` are shared by every session of a server (the speed is the machine's);
     `sharing` returns how many jobs share each engine slot once this chunk is queued (see
-    `sharing_factor`); `clock` is the clock of `board` entries (any monotonic seconds).
+    `sharing_factor`); `crowd` how many listeners already wait in silence for the engine (asked
+    for a first chunk); `clock` is the clock of `board` entries (any monotonic seconds).
     """
 
     speed: EngineSpeed
     sharing: Callable[[], float] = alone
+    crowd: Callable[[], int] = nobody
     board: ListenerBoard | None = None
     clock: Callable[[], float] = time.perf_counter
     params: ScheduleParams = field(default_factory=ScheduleParams)
@@ -340,6 +354,7 @@ class AdaptiveChunker:
             s_per_char=self.speed.s_per_char,
             overhead_s=self.speed.overhead_s,
             sharing=sharing,
+            crowd=self.crowd() if first else 0,
             params=self.params,
         )
         if chunk is None or not chunk.rest.strip():

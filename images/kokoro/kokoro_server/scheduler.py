@@ -176,6 +176,12 @@ class FairScheduler:
         """Every slot is held by a stuck job: no new job can start until one of them returns."""
         return self._stuck >= self.max_concurrent
 
+    def in_silence(self) -> int:
+        """Jobs queued or running whose deadline has passed: listeners waiting in silence. Safe to
+        call from a job's thread."""
+        now = time.perf_counter()
+        return sum(1 for due, _ in self._dues if due <= now)
+
     @property
     def open_lanes(self) -> int:
         return len(self._lanes)

@@ -91,7 +91,7 @@ class SpeechService:
     def chunk_policy(self) -> ChunkPolicy:
         """A chunk policy for one client (a session or an HTTP request), as configured."""
         if self.settings.chunking == "adaptive":
-            return AdaptiveChunker(self.speed, sharing=self.sharing, board=self.board)
+            return AdaptiveChunker(self.speed, sharing=self.sharing, board=self.board, crowd=self.in_silence)
         return SentenceChunker() if self.settings.chunking == "sentence" else WholeText()
 
     def sharing(self) -> float:
@@ -99,6 +99,10 @@ class SpeechService:
         if self._scheduler is None:
             return 1.0
         return sharing_factor(self._scheduler.running + self._scheduler.queued, self._scheduler.max_concurrent)
+
+    def in_silence(self) -> int:
+        """Listeners waiting in silence for the engine now (their jobs are past their deadline)."""
+        return 0 if self._scheduler is None else self._scheduler.in_silence()
 
     @property
     def stalled(self) -> bool:

@@ -35,8 +35,8 @@ HAR_FRAMES_PER_STEP: Final = 60
 class WindowPlan:
     """How a chunk's vocoder input is cut: the first window short (first audio), the rest longer."""
 
-    first_steps: int = 80
-    """The first window: 1 s of audio (its vocoder work measured about half of a 3.5 s chunk's)."""
+    first_steps: int = 72
+    """The first window: 0.9 s of audio (its vocoder work measured about half of a 3.5 s chunk's)."""
     min_first_steps: int = 20
     """The shortest first window (0.25 s), when other listeners wait in silence too (`first_for`)."""
     window_steps: int = 240
