@@ -217,7 +217,7 @@ def render(ours: Side, peer: Side, setup: str) -> str:
     lines += [f"| {m:<{width}} | {a} | {b} |" for m, a, b in rows]
     lines += ["", "targets (#15):"]
     for label, value, goal, ok in target_ratios(ours, peer):
-        lines.append(f"  {label}: {value:.2f} (target {goal}) {'met' if ok else 'NOT met'}")
+        lines.append(f"  {label}: {value:.3f} (target {goal}) {'met' if ok else 'NOT met'}")
     return "\n".join(lines)
 
 

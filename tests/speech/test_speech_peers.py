@@ -79,4 +79,4 @@ def test_the_table_and_the_targets() -> None:
         "| 4 sessions, first audio of each      | 0.80, 1.00, 1.40, 1.50 s | 19.70, 23.10, 32.40, 35.40 s |"
     )
     assert table[8] == "| health probe under that load         | p50 2 / p99 3 ms | p50 2 / p99 3 ms |"
-    assert table[-1] == "  4-session throughput / Kokoro-FastAPI's: 1.25 (target >= 1.2) met"
+    assert table[-1] == "  4-session throughput / Kokoro-FastAPI's: 1.250 (target >= 1.2) met"
