@@ -106,8 +106,7 @@ class Lane:
     def others_in_silence(self) -> int:
         """How many other lanes have a job queued or running whose deadline has passed (their
         listeners wait in silence). Safe to call from a job's thread."""
-        now = time.perf_counter()
-        return sum(1 for due, lane in self._scheduler._dues if due <= now and lane is not self)
+        return self._scheduler.in_silence(excluding=self)
 
     def close(self) -> None:
         """Drop every queued job (their callers see CancelledError) and refuse new ones."""
@@ -176,11 +175,11 @@ class FairScheduler:
         """Every slot is held by a stuck job: no new job can start until one of them returns."""
         return self._stuck >= self.max_concurrent
 
-    def in_silence(self) -> int:
-        """Jobs queued or running whose deadline has passed: listeners waiting in silence. Safe to
-        call from a job's thread."""
+    def in_silence(self, excluding: Lane | None = None) -> int:
+        """Jobs queued or running whose deadline has passed (listeners waiting in silence), those of
+        `excluding` left out. Safe to call from a job's thread: it reads one immutable snapshot."""
         now = time.perf_counter()
-        return sum(1 for due, _ in self._dues if due <= now)
+        return sum(1 for due, lane in self._dues if due <= now and lane is not excluding)
 
     @property
     def open_lanes(self) -> int:
