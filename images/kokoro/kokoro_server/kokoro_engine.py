@@ -22,14 +22,7 @@ from kokoro_server.capability import Probe, probe_bf16_cpu, require_precision
 from kokoro_server.engine import ChunkAudio, float_to_pcm16
 from kokoro_server.g2p import offline_spacy_model
 from kokoro_server.weights import voice_files
-from kokoro_server.windowed import (
-    SAMPLES_PER_STEP,
-    WindowPlan,
-    complete_decoding,
-    decode_window,
-    encode_chunk,
-    start_decoding,
-)
+from kokoro_server.windowed import SAMPLES_PER_STEP, WindowPlan, decode_pieces, encode_chunk
 from speech_protocol import SAMPLE_RATE, WordTiming
 
 if TYPE_CHECKING:
@@ -218,24 +211,20 @@ class KokoroEngine:
         from kokoro import KPipeline
 
         pack = self._packs[voice]
-        decoder = self._model.decoder
         plan = self.window_plan
         strings = self.phonemize(text)
         for number, (phonemes, tokens) in enumerate(strings, start=1):
             with self._computing():
                 encoded = encode_chunk(self._model, phonemes, pack[len(phonemes) - 1], speed)
                 KPipeline.join_timestamps(tokens, encoded.pred_dur.cpu())
-                first = plan.first_for(others_waiting() if others_waiting is not None and number == 1 else 0)
-                windows = plan.windows(2 * int(encoded.asr.shape[-1]), first)
-                decoding = start_decoding(decoder, encoded, (windows[0][1], plan.context_steps))
+            first = plan.first_for(others_waiting() if others_waiting is not None and number == 1 else 0)
+            windows = len(plan.windows(encoded.vocoder_steps, first))
             timed = [t for t in tokens if t.start_ts is not None and t.end_ts is not None]
             piece_start_s = 0.0
-            total_s = 2 * encoded.asr.shape[-1] * SAMPLES_PER_STEP / SAMPLE_RATE  # the vocoder's 2 steps a frame
-            for index, (start, end) in enumerate(windows, start=1):
-                with self._computing():
-                    if index == 2:
-                        decoding = complete_decoding(decoder, encoded, decoding)
-                    samples = decode_window(decoder, decoding, start, end, plan.context_steps).float().cpu().numpy()
+            total_s = encoded.vocoder_steps * SAMPLES_PER_STEP / SAMPLE_RATE
+            pieces = decode_pieces(self._model.decoder, encoded, plan, first, around=self._computing)
+            for index, audio in enumerate(pieces, start=1):
+                samples = audio.float().cpu().numpy()
                 piece_end_s = piece_start_s + len(samples) / SAMPLE_RATE
                 words = tuple(
                     WordTiming(t.text, t.start_ts - piece_start_s, t.end_ts - piece_start_s)
@@ -243,6 +232,6 @@ class KokoroEngine:
                     # a word starting past the audio's end (rounding) still belongs to the last piece
                     if piece_start_s <= t.start_ts and (t.start_ts < piece_end_s or piece_end_s >= total_s)
                 )
-                last = number == len(strings) and index == len(windows)
+                last = number == len(strings) and index == windows
                 yield ChunkAudio(pcm=float_to_pcm16(samples), words=words, ends_chunk=last)
                 piece_start_s = piece_end_s

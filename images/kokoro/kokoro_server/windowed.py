@@ -18,7 +18,8 @@ defaults it is bounded as `tests/model/test_model_windowed.py` states.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
@@ -91,6 +92,11 @@ class Encoded:
     """The decoder's half of the voice's style vector."""
     pred_dur: torch.Tensor
     """Frames (25 ms) per input token, for word timestamps."""
+
+    @property
+    def vocoder_steps(self) -> int:
+        """The vocoder's input steps: two per duration frame."""
+        return 2 * int(self.asr.shape[-1])
 
 
 def encode_chunk(model: Any, phonemes: str, ref_s: torch.Tensor, speed: float) -> Encoded:
@@ -201,13 +207,13 @@ def start_decoding(decoder: Any, encoded: Encoded, first_window: tuple[int, int]
     window needs (its frames, its vocoder context and `PREPARE_CONTEXT_FRAMES`): first audio does
     not wait for the frame-rate layers of the whole chunk. `complete_decoding` runs the rest."""
     har = _excitation(decoder.generator, encoded.f0)  # once: its noise must be the same draws for every window
-    frames = int(encoded.asr.shape[-1])
+    frames = encoded.vocoder_steps // 2
     upto = frames
     if first_window is not None:
         first_steps, context_steps = first_window
         upto = min(frames, -(-(first_steps + context_steps) // 2) + PREPARE_CONTEXT_FRAMES)
     x = _prepare(decoder, encoded.asr[:, :, :upto], encoded.f0[:, : 2 * upto], encoded.n[:, : 2 * upto], encoded.style)
-    return Decoding(x=x, har=har, style=encoded.style, steps=2 * frames)
+    return Decoding(x=x, har=har, style=encoded.style, steps=encoded.vocoder_steps)
 
 
 def complete_decoding(decoder: Any, encoded: Encoded, decoding: Decoding) -> Decoding:
@@ -229,15 +235,26 @@ def decode_window(decoder: Any, decoding: Decoding, start: int, end: int, contex
 
 
 def decode_pieces(
-    decoder: Any, encoded: Encoded, plan: WindowPlan, first_steps: int | None = None
+    decoder: Any,
+    encoded: Encoded,
+    plan: WindowPlan,
+    first_steps: int | None = None,
+    *,
+    around: Callable[[], AbstractContextManager[Any]] = nullcontext,
 ) -> Iterator[torch.Tensor]:
-    """The decoder's audio for one chunk, window by window, as the engine makes it: the first from
-    a prefix of the frame-rate layers, the rest from the whole chunk's (1-D float tensors whose
-    concatenation has the length whole-chunk decoding `decoder(asr, f0, n, style)` gives)."""
-    steps = 2 * int(encoded.asr.shape[-1])
-    windows = plan.windows(steps, first_steps)
-    decoding = start_decoding(decoder, encoded, (windows[0][1], plan.context_steps))
-    for number, (start, end) in enumerate(windows):
-        if number == 1:
-            decoding = complete_decoding(decoder, encoded, decoding)
-        yield decode_window(decoder, decoding, start, end, plan.context_steps)
+    """The decoder's audio for one chunk, window by window: the first from a prefix of the
+    frame-rate layers, the rest from the whole chunk's (1-D float tensors whose concatenation has
+    the length whole-chunk decoding `decoder(asr, f0, n, style)` gives).
+
+    Each window's work runs inside `around()`, entered and left within its step, never across a
+    `yield`: the engine sets thread-local state there (inference mode, autocast), because
+    consecutive windows may run on different threads."""
+    decoding: Decoding | None = None
+    for number, (start, end) in enumerate(plan.windows(encoded.vocoder_steps, first_steps)):
+        with around():
+            if decoding is None:
+                decoding = start_decoding(decoder, encoded, (end, plan.context_steps))
+            elif number == 1:
+                decoding = complete_decoding(decoder, encoded, decoding)
+            audio = decode_window(decoder, decoding, start, end, plan.context_steps)
+        yield audio
