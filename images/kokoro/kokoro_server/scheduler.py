@@ -145,7 +145,6 @@ class FairScheduler:
         self._waiting: set[Lane] = set()
         """Lanes with queued jobs."""
         self._orders = itertools.count()
-        self._running = 0
         self._running_jobs: set[_Job] = set()
         self._dues: tuple[tuple[float, Lane], ...] = ()
         """(deadline, lane) of every job queued or running: a snapshot that job threads may read
@@ -159,7 +158,7 @@ class FairScheduler:
     @property
     def running(self) -> int:
         """Jobs executing now (including ones whose caller has gone away)."""
-        return self._running
+        return len(self._running_jobs)
 
     @property
     def queued(self) -> int:
@@ -199,7 +198,7 @@ class FairScheduler:
         self._waiting.discard(lane)
 
     def _dispatch(self) -> None:
-        while self._running < self.max_concurrent:
+        while self.running < self.max_concurrent:
             for lane in [lane for lane in self._waiting if not lane._jobs]:
                 self._waiting.discard(lane)  # its jobs were cancelled while they waited
             if not self._waiting:
@@ -215,9 +214,8 @@ class FairScheduler:
             self._start(job)
 
     def _start(self, job: _Job) -> None:
-        self._running += 1
         self._running_jobs.add(job)
-        running = self._running
+        running = self.running
         loop = asyncio.get_running_loop()
         on_start = self._on_start
         job.started = time.perf_counter()
@@ -252,9 +250,8 @@ class FairScheduler:
             job.lane.name,
             job.started - job.due if job.due is not None else 0.0,
             time.perf_counter() - job.started,
-            self._running - 1,
+            self.running - 1,
         )
-        self._running -= 1
         self._running_jobs.discard(job)
         if job.timer is not None:
             job.timer.cancel()
