@@ -13,7 +13,8 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from kokoro_server.engine import ChunkAudio, PieceStreamingEngine, ZeroCostEngine
-from kokoro_server.windowed import Decoding, WindowPlan, decode_window
+from kokoro_server.schedule import PlaybackClock
+from kokoro_server.windowed import STEP_S, Decoding, WindowPlan, decode_window
 from speech_protocol import WordTiming
 from tests.speech.speech_support import is_event, receive_until, serve_in_process
 
@@ -32,9 +33,17 @@ class PieceEngine(ZeroCostEngine):
         self.steps: list[str] = []
         """One entry per resumption of the iterator (the name of the thread it ran on)."""
         self.crowds: list[int] = []
+        self.aheads: list[float] = []
+        """`ahead_s()` as asked before each piece after the first (the listener's buffered audio)."""
 
     def synthesize_pieces(
-        self, text: str, voice: str, speed: float, *, others_waiting: Callable[[], int] | None = None
+        self,
+        text: str,
+        voice: str,
+        speed: float,
+        *,
+        others_waiting: Callable[[], int] | None = None,
+        ahead_s: Callable[[], float] | None = None,
     ) -> Iterator[ChunkAudio]:
         self.piece_calls.append(text)
         self.steps.append(threading.current_thread().name)
@@ -43,6 +52,8 @@ class PieceEngine(ZeroCostEngine):
         third = len(whole) // 6 * 2  # whole samples
         cuts = ((0, third), (third, 2 * third), (2 * third, len(whole)))
         for number, (start, end) in enumerate(cuts, start=1):
+            if number > 1:
+                self.aheads.append(ahead_s() if ahead_s is not None else -1.0)
             last = self.marks_end and number == len(cuts)
             yield ChunkAudio(pcm=whole[start:end], words=(WordTiming(f"piece@{start}", 0.0, 0.1),), ends_chunk=last)
             self.steps.append(threading.current_thread().name)
@@ -74,6 +85,11 @@ def test_the_first_chunk_goes_out_piece_by_piece_and_later_chunks_whole() -> Non
     assert stamps[1]["words"][0]["start_s"] == round(third / 2 / 24000, 3)
     complete = frames[-1][1]
     assert complete["chunks"] == 4
+    # Before each later piece the engine was told what the listener holds: the pieces delivered
+    # so far (1 s each), less the moments it took (a zero-cost engine: far under 0.5 s).
+    assert len(engine.aheads) == 2
+    assert 0.5 < engine.aheads[0] <= 1.0
+    assert 1.5 < engine.aheads[1] <= 2.0
 
 
 @pytest.mark.parametrize(("marks_end", "steps"), [(True, 3), (False, 4)])
@@ -100,6 +116,10 @@ def test_the_first_window_shrinks_with_the_crowd_waiting_in_silence() -> None:
     assert plan.windows(400, plan.first_for(3)) == [(0, 20), (20, 260), (260, 400)]
     with pytest.raises(ValueError, match=r"^need 1 <= min_first_steps <= first_steps$"):
         WindowPlan(first_steps=10, min_first_steps=20)
+    with pytest.raises(ValueError, match=r"^need 1 <= min_window_steps <= window_steps and min_tail_steps >= 0$"):
+        WindowPlan(min_window_steps=241)
+    with pytest.raises(ValueError, match=r"^need 0 < margin <= 1, got 0.0$"):
+        WindowPlan(margin=0.0)
 
 
 def test_a_window_past_the_prepared_prefix_is_refused() -> None:
@@ -120,4 +140,82 @@ def test_windows_cover_the_steps_exactly_without_a_sliver() -> None:
     assert plan.windows(50) == [(0, 50)]
     assert plan.windows(139 * 2) == [(0, 80), (80, 278)]
     assert plan.windows(1000) == [(0, 80), (80, 320), (320, 560), (560, 800), (800, 1000)]
-    assert plan.windows(130) == [(0, 130)]  # 50 more steps would be a sliver (under 240 / 4)
+    assert plan.windows(80 + 59) == [(0, 139)]  # 59 more would be a sliver (under min_tail_steps, 60)
+    assert plan.windows(80 + 60) == [(0, 80), (80, 140)]
+    assert plan.windows(80 + 240 + 59) == [(0, 80), (80, 379)]
+
+
+# Window sizes at a known speed. Defaults: first 72, min first 20, longest 240, shortest fitted 120,
+# remainders under 60 join, context 16 each side, margin 0.8; a step is 12.5 ms of audio. The vocoder's speed in seconds per
+# vocoded step: 0.0095 measured in the server on this 2-core CPU (vocoder real-time factor 0.76),
+# 0.004 a machine about twice as fast, 0.0005 a GPU-like one.
+PLAN = WindowPlan()
+CPU, MID, GPU = 0.0095, 0.004, 0.0005
+
+
+@pytest.mark.parametrize(
+    ("remaining", "ahead_s", "s_per_step", "expected"),
+    [
+        (1000, None, None, 240),  # unknown speed: the longest window
+        (1000, 0.9, None, 240),
+        (1000, 0.9, MID, 148),  # int(0.72 / 0.004) = 180 vocoded steps, less 2 x 16 of context
+        (1000, 0.7, MID, 240),  # int(0.56 / 0.004) - 32 = 108 < 120: a gap is coming, so the longest
+        (1000, 1.5, MID, 240),  # int(1.2 / 0.004) - 32 = 268: capped at the longest
+        (1000, 0.9, GPU, 240),
+        (1000, 0.9, CPU, 240),  # int(0.72 / 0.0095) - 32 = 43 < 120
+        (1000, 0.0, MID, 240),  # the listener hears nothing
+        (200, 0.9, MID, 200),  # 148 would leave 52, a sliver: it joins (and still fits: 216 x 0.004 < 0.9)
+        (300, 0.9, MID, 148),  # 148 leaves 152: no sliver
+        (50, None, None, 50),  # never past the chunk's end
+    ],
+)
+def test_a_later_window_is_as_long_as_the_listeners_audio_lets_the_vocoder_make_it(
+    remaining: int, ahead_s: float | None, s_per_step: float | None, expected: int
+) -> None:
+    assert PLAN.next_steps(remaining, ahead_s, s_per_step) == expected
+
+
+def test_the_first_window_alone_is_the_shortest_that_plays_gapless_at_the_measured_speed() -> None:
+    # Unknown speed, or a crowd waiting in silence: as before (the crowd rule ignores the speed).
+    assert PLAN.first_for(0) == PLAN.first_for(0, 400, None) == 72
+    assert PLAN.first_for(2, 400, GPU) == 24
+    # A GPU-like engine: the shortest first window, and it plays gapless.
+    assert PLAN.first_for(0, 400, GPU) == 20
+    assert PLAN.plays_gapless(20, 400, GPU)
+    # This CPU, or slower than real time (RTF 1.6): nothing plays gapless, so the default.
+    for slow in (CPU, 0.02):
+        assert not any(PLAN.plays_gapless(first, 400, slow) for first in range(20, 73))
+        assert PLAN.first_for(0, 400, slow) == 72
+    # In between, the shortest gapless one (0.76 s: int(61 x 0.0125 x 0.8 / 0.004) - 32 = 120);
+    # every shorter candidate has a gap. The fixed plan would stutter there: 0.9 s, then 3 s of audio
+    # in one window (1.09 s of work).
+    assert PLAN.first_for(0, 400, MID) == 61
+    assert PLAN.plays_gapless(61, 400, MID)
+    assert not any(PLAN.plays_gapless(f, 400, MID) for f in range(20, 61))
+    assert MID * PLAN.vocoded_steps(72, 72 + 240, 400) > 72 * STEP_S
+    # A chunk that fits in the first window is one window, at any speed.
+    assert PLAN.plays_gapless(40, 40 + 59, 1.0)
+
+
+@pytest.mark.parametrize("s_per_step", [GPU, 0.002, MID, 0.0047, CPU])
+@pytest.mark.parametrize("steps", [60, 240, 400, 1000])
+def test_windows_cut_by_next_steps_never_run_a_playback_clock_dry_at_the_measured_speed(
+    s_per_step: float, steps: int
+) -> None:
+    """Play the windows through the session's own `PlaybackClock` on a simulated clock: each window
+    vocoded at `s_per_step` (both contexts included) after the one before was delivered. From the
+    first window `first_for` chose (when it reports a gapless plan), the listener never waits."""
+    first = PLAN.first_for(0, steps, s_per_step)
+    if not PLAN.plays_gapless(first, steps, s_per_step):
+        assert first == PLAN.first_steps  # no gapless plan: the default, never a shorter one
+        return
+    clock, now = PlaybackClock(), 0.0
+    clock.delivered(now, first * STEP_S)
+    position = first if steps - first >= PLAN.min_tail_steps else steps
+    while position < steps:
+        size = PLAN.next_steps(steps - position, clock.ahead_s(now), s_per_step)
+        now += s_per_step * PLAN.vocoded_steps(position, position + size, steps)
+        assert clock.ahead_s(now) > 0.0, f"underrun before window [{position}, {position + size})"
+        clock.delivered(now, size * STEP_S)
+        position += size
+    assert position == steps

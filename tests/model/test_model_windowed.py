@@ -2,13 +2,16 @@
 
 The bound: with the default plan (0.2 s of context), the stitched audio differs from whole-chunk
 decoding by at most 0.05 (full scale 1.0) and by at most 0.005 on average; measured on this 5.3 s
-chunk: 0.038 / 0.0035 with the 1 s first window, 0.043 / 0.0033 with the crowd's 0.25 s one. The
+chunk: 0.038 / 0.0035 with the 0.9 s first window, 0.043 / 0.0033 with the crowd's 0.25 s one,
+0.036 / 0.0045 with the shortest later windows a plan cuts (1.5 s, `min_window_steps`). The
 difference comes only from instance normalisation, which spans its whole input: each vocoder window
 normalises over its own span, and the first window's frame-rate layers over their prefix. With a
 context that spans the whole chunk, the stitched audio equals whole-chunk decoding to float rounding.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import pytest
 import torch
@@ -19,11 +22,14 @@ from kokoro_server.windowed import SAMPLES_PER_STEP, WindowPlan, decode_pieces, 
 pytestmark = pytest.mark.model
 
 TEXT = "The quick brown fox jumps over the lazy dog, and then it runs away."
-PLAN = WindowPlan()  # the defaults: a 1 s window, then 3 s ones
+PLAN = WindowPlan()  # the defaults: a 0.9 s window, then 3 s ones at an unknown speed
 
 
 def decode(
-    engine: KokoroEngine, plan: WindowPlan | None, first_steps: int | None = None
+    engine: KokoroEngine,
+    plan: WindowPlan | None,
+    first_steps: int | None = None,
+    next_steps: Callable[[int], int] | None = None,
 ) -> tuple[torch.Tensor, list[int]]:
     model = engine._model
     [(phonemes, _)] = engine.phonemize(TEXT)
@@ -34,18 +40,29 @@ def decode(
         if plan is None:
             whole = model.decoder(encoded.asr, encoded.f0, encoded.n, encoded.style).reshape(-1)
             return whole, [whole.numel()]
-        pieces = list(decode_pieces(model.decoder, encoded, plan, first_steps))
+        pieces = list(decode_pieces(model.decoder, encoded, plan, first_steps, next_steps=next_steps))
     return torch.cat(pieces), [p.numel() for p in pieces]
 
 
-@pytest.mark.parametrize("first_steps", [None, PLAN.min_first_steps])
+def short_windows(remaining: int) -> int:
+    """The shortest later windows a plan cuts (1.5 s): the most seams and the shortest spans."""
+    size = PLAN.min_window_steps
+    return remaining if remaining - size < size else size
+
+
+@pytest.mark.parametrize(
+    ("first_steps", "next_steps"), [(None, None), (PLAN.min_first_steps, None), (None, short_windows)]
+)
 def test_windowed_audio_is_whole_chunk_audio_within_the_stated_bound(
-    kokoro_engine: KokoroEngine, first_steps: int | None
+    kokoro_engine: KokoroEngine, first_steps: int | None, next_steps: Callable[[int], int] | None
 ) -> None:
     whole, _ = decode(kokoro_engine, None)
-    stitched, sizes = decode(kokoro_engine, PLAN, first_steps)
+    stitched, sizes = decode(kokoro_engine, PLAN, first_steps, next_steps)
     steps = whole.numel() // SAMPLES_PER_STEP
-    assert [s // SAMPLES_PER_STEP for s in sizes] == [b - a for a, b in PLAN.windows(steps, first_steps)]
+    if next_steps is None:
+        assert [s // SAMPLES_PER_STEP for s in sizes] == [b - a for a, b in PLAN.windows(steps, first_steps)]
+    else:
+        assert [s // SAMPLES_PER_STEP for s in sizes] == [72, 120, 234]  # 426 steps; 114 would be too short
     assert len(sizes) >= 2
     assert stitched.numel() == whole.numel()
     difference = (stitched - whole).abs()
@@ -66,8 +83,23 @@ def test_the_engine_pieces_add_up_to_the_chunk(kokoro_engine: KokoroEngine, crow
         asked.append(crowd)
         return crowd
 
-    pieces = list(kokoro_engine.synthesize_pieces(TEXT, "af_heart", 1.0, others_waiting=others_waiting))
+    buffered: list[float] = []
+
+    def ahead_s() -> float:
+        buffered.append(100.0)
+        return 100.0  # plenty: every later window is the longest (and the plan is the default one)
+
+    kokoro_engine.vocoder_s_per_step = None  # unmeasured: the first window is the plan's default
+    pieces = list(
+        kokoro_engine.synthesize_pieces(TEXT, "af_heart", 1.0, others_waiting=others_waiting, ahead_s=ahead_s)
+    )
     assert asked == [crowd]  # once, for the first window
+    assert len(buffered) == len(pieces) - 1  # once before each later window
+    measured = kokoro_engine.vocoder_s_per_step
+    assert measured is not None  # every window's vocoder work was measured
+    assert measured > 0.0
+    steps = len(whole.pcm) // 2 // SAMPLES_PER_STEP
+    assert [len(p.pcm) // 2 // SAMPLES_PER_STEP for p in pieces] == [b - a for a, b in PLAN.windows(steps, first_steps)]
     assert len(pieces[0].pcm) == first_steps * SAMPLES_PER_STEP * 2
     assert [p.ends_chunk for p in pieces] == [False] * (len(pieces) - 1) + [True]
     assert len(pieces) >= 2

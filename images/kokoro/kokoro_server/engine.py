@@ -62,10 +62,18 @@ class PieceStreamingEngine(Protocol):
     """
 
     def synthesize_pieces(
-        self, text: str, voice: str, speed: float, *, others_waiting: Callable[[], int] | None = None
+        self,
+        text: str,
+        voice: str,
+        speed: float,
+        *,
+        others_waiting: Callable[[], int] | None = None,
+        ahead_s: Callable[[], float] | None = None,
     ) -> Iterator[ChunkAudio]:
         """`others_waiting()`, asked when the first piece is cut, is how many other listeners wait
-        in silence for the engine: the more, the shorter the first piece may be made."""
+        in silence for the engine: the more, the shorter the first piece may be made. `ahead_s()`,
+        asked when a later piece is cut (on the engine thread), is the audio this listener holds and
+        has not played yet: a piece is made no longer than can be ready before it runs out."""
         ...
 
 

@@ -103,6 +103,10 @@ class KokoroEngine:
         self._g2p_lock = threading.Lock()
         self.window_plan = WindowPlan()
         """How `synthesize_pieces` cuts a chunk's vocoder work (see `windowed`)."""
+        self.vocoder_s_per_step: float | None = None
+        """The vocoder's measured speed: seconds per vocoded input step, a running average over
+        the windows this engine decoded (None before the first). Written by whichever engine thread
+        decoded last; a torn read is impossible (a float), a slightly stale one harmless."""
         default = model_pin.DEFAULT_VOICES[0]
         self._default_voice = default if default in voice_packs else sorted(voice_packs)[0]
 
@@ -197,12 +201,21 @@ class KokoroEngine:
         return stack
 
     def synthesize_pieces(
-        self, text: str, voice: str, speed: float, *, others_waiting: Callable[[], int] | None = None
+        self,
+        text: str,
+        voice: str,
+        speed: float,
+        *,
+        others_waiting: Callable[[], int] | None = None,
+        ahead_s: Callable[[], float] | None = None,
     ) -> Iterator[ChunkAudio]:
         """The chunk's audio window by window (`windowed`): the first piece after one window of
         vocoder work, not the whole chunk's. Text encoder and prosody run per phoneme string. The
         first window is cut once they have run, when the crowd of listeners waiting in silence is
-        known (`WindowPlan.first_for`): requests that arrive together are all queued by then.
+        known (`WindowPlan.first_for`): requests that arrive together are all queued by then. Each
+        later window is cut when its step starts, as long as the vocoder (at its measured speed) can
+        make it before the `ahead_s()` seconds of audio the listener holds run out
+        (`WindowPlan.next_steps`).
 
         Each `next` may run on another thread (the server makes every window its own engine job):
         inference mode and autocast are thread-local, so they are entered and left within each
@@ -213,25 +226,45 @@ class KokoroEngine:
         pack = self._packs[voice]
         plan = self.window_plan
         strings = self.phonemize(text)
+
+        def next_steps(remaining: int) -> int:
+            return plan.next_steps(remaining, ahead_s() if ahead_s is not None else None, self.vocoder_s_per_step)
+
         for number, (phonemes, tokens) in enumerate(strings, start=1):
             with self._computing():
                 encoded = encode_chunk(self._model, phonemes, pack[len(phonemes) - 1], speed)
                 KPipeline.join_timestamps(tokens, encoded.pred_dur.cpu())
-            first = plan.first_for(others_waiting() if others_waiting is not None and number == 1 else 0)
-            windows = len(plan.windows(encoded.vocoder_steps, first))
+            crowd = others_waiting() if others_waiting is not None and number == 1 else 0
+            first = plan.first_for(crowd, encoded.vocoder_steps, self.vocoder_s_per_step)
             timed = [t for t in tokens if t.start_ts is not None and t.end_ts is not None]
-            piece_start_s = 0.0
-            total_s = encoded.vocoder_steps * SAMPLES_PER_STEP / SAMPLE_RATE
-            pieces = decode_pieces(self._model.decoder, encoded, plan, first, around=self._computing)
-            for index, audio in enumerate(pieces, start=1):
+            done, total = 0, encoded.vocoder_steps * SAMPLES_PER_STEP
+            pieces = decode_pieces(
+                self._model.decoder,
+                encoded,
+                plan,
+                first,
+                next_steps=next_steps,
+                vocoded=self._vocoded,
+                around=self._computing,
+            )
+            for audio in pieces:
                 samples = audio.float().cpu().numpy()
-                piece_end_s = piece_start_s + len(samples) / SAMPLE_RATE
+                piece_start_s, piece_end_s = done / SAMPLE_RATE, (done + len(samples)) / SAMPLE_RATE
+                done += len(samples)
                 words = tuple(
                     WordTiming(t.text, t.start_ts - piece_start_s, t.end_ts - piece_start_s)
                     for t in timed
                     # a word starting past the audio's end (rounding) still belongs to the last piece
-                    if piece_start_s <= t.start_ts and (t.start_ts < piece_end_s or piece_end_s >= total_s)
+                    if piece_start_s <= t.start_ts and (t.start_ts < piece_end_s or done >= total)
                 )
-                last = number == len(strings) and index == windows
+                last = number == len(strings) and done >= total
                 yield ChunkAudio(pcm=float_to_pcm16(samples), words=words, ends_chunk=last)
-                piece_start_s = piece_end_s
+
+    def _vocoded(self, steps: int, seconds: float) -> None:
+        """Fold one window's vocoder work into the measured speed (half weight: the speed follows
+        the engine's load, which changes as other jobs start and end)."""
+        if steps <= 0:
+            return
+        rate = seconds / steps
+        previous = self.vocoder_s_per_step
+        self.vocoder_s_per_step = rate if previous is None else (previous + rate) / 2

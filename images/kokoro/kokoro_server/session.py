@@ -476,7 +476,11 @@ class Session:
         # A suspended generator holds no thread-local state (see `PieceStreamingEngine`): when this
         # request is cancelled it is simply dropped, even while its last job still runs.
         pieces = engine.synthesize_pieces(
-            text, request.voice, request.speed, others_waiting=self._lane.others_in_silence
+            text,
+            request.voice,
+            request.speed,
+            others_waiting=self._lane.others_in_silence,
+            ahead_s=lambda: self._clock.ahead_s(time.perf_counter()),
         )
         compute_s = 0.0
         while True:

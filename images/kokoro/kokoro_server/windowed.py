@@ -23,6 +23,8 @@ from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
+from speech_protocol import SAMPLE_RATE
+
 if TYPE_CHECKING:
     import torch
 
@@ -32,53 +34,147 @@ HAR_FRAMES_PER_STEP: Final = 60
 """Excitation STFT frames per vocoder input step (hop of 5 samples)."""
 
 
+STEP_S: Final = SAMPLES_PER_STEP / SAMPLE_RATE
+"""Seconds of audio per vocoder input step."""
+
+
 @dataclass(frozen=True, slots=True)
 class WindowPlan:
-    """How a chunk's vocoder input is cut: the first window short (first audio), the rest longer."""
+    """How a chunk's vocoder input is cut: the first window short (first audio), each later one as
+    long as can be vocoded before the listener's audio runs out.
+
+    The sizes are decided one window at a time, from the audio the listener has buffered and the
+    vocoder's measured speed (seconds per vocoded input step, context included): a fixed second
+    window would be too long on a mid-speed machine (3 s of audio to compute while 0.9 s plays: a
+    stutter at a real-time factor of 0.3) and needlessly short on a fast one. Pure: no clock.
+    """
 
     first_steps: int = 72
-    """The first window: 0.9 s of audio (its vocoder work measured about half of a 3.5 s chunk's)."""
+    """The first window when alone and the speed is unknown, or too slow for any window to keep
+    up: 0.9 s of audio (its vocoder work measured about half of a 3.5 s chunk's)."""
     min_first_steps: int = 20
-    """The shortest first window (0.25 s), when other listeners wait in silence too (`first_for`)."""
+    """The shortest first window (0.25 s): with a crowd waiting in silence (`first_for`), or alone
+    on an engine fast enough to grow the windows from there without a gap."""
     window_steps: int = 240
-    """Later windows: 3 s of audio each (fewer, larger windows cost less context overhead)."""
+    """The longest window: 3 s of audio. It bounds one engine job (others wait for it to end) and is
+    the size used when no window can keep up (a gap is coming: fewer windows pay less context)."""
+    min_window_steps: int = 120
+    """The shortest later window (1.5 s). Each window normalises over its own span, so shorter ones
+    drift further from whole-chunk decoding: measured on the generated checkpoint (a 5.3 s chunk,
+    16 steps of context), mean abs difference 0.0068 with 0.4 s windows, 0.0049 with 1.2 s, 0.0045
+    with 1.5 s, 0.0035 with 3 s (max 0.054, 0.040, 0.036, 0.036); the stated bound is 0.005 / 0.05."""
+    min_tail_steps: int = 60
+    """A chunk's remainder shorter than this (0.75 s) joins the window before it: on its own it
+    would pay a whole context for little audio."""
     context_steps: int = 16
     """Real input on each side of a window (0.2 s). Measured on the generated checkpoint, a 3.5 s
     chunk: max abs sample difference to whole-chunk decoding 0.036 (full scale 1.0), mean 0.0028;
     with 40 steps 0.028 / 0.0022, with 80 steps 0.018 / 0.0008, at twice the first window's cost."""
+    margin: float = 0.8
+    """The share of the listener's buffered audio a window's predicted vocoding may take: the rest
+    absorbs a misprediction (machine noise, the second window's remaining frame-rate layers)."""
 
     def __post_init__(self) -> None:
         if self.first_steps < 1 or self.window_steps < 1 or self.context_steps < 0:
             raise ValueError("need first_steps >= 1, window_steps >= 1, context_steps >= 0")
         if not 1 <= self.min_first_steps <= self.first_steps:
             raise ValueError("need 1 <= min_first_steps <= first_steps")
+        if not 1 <= self.min_window_steps <= self.window_steps or self.min_tail_steps < 0:
+            raise ValueError("need 1 <= min_window_steps <= window_steps and min_tail_steps >= 0")
+        if not 0 < self.margin <= 1:
+            raise ValueError(f"need 0 < margin <= 1, got {self.margin}")
 
-    def first_for(self, others_waiting: int) -> int:
-        """The first window when `others_waiting` other listeners wait in silence for the engine. Pure.
+    def first_for(self, others_waiting: int, steps: int | None = None, s_per_step: float | None = None) -> int:
+        """The first window of a chunk of `steps` input steps. Pure.
 
-        Their first audio waits for this one's first piece (or runs beside it at half the speed),
-        so the first window shrinks with the crowd: `first_steps / (1 + others)`, at least
-        `min_first_steps`. Alone, the full first window: a longer first piece leaves more time
-        for the next one before the listener runs out.
+        With `others_waiting` other listeners waiting in silence for the engine, their first audio
+        waits for this one's first piece (or runs beside it at half the speed), so the first window
+        shrinks with the crowd: `first_steps / (1 + others)`, at least `min_first_steps`. Alone, at a
+        known vocoder speed, the shortest first window from which the rest of the chunk plays without
+        a gap (`plays_gapless`); when none does, or the speed is unknown, `first_steps`.
         """
-        return max(self.min_first_steps, self.first_steps // (1 + max(0, others_waiting)))
+        if others_waiting > 0:
+            return max(self.min_first_steps, self.first_steps // (1 + others_waiting))
+        if steps is None or s_per_step is None:
+            return self.first_steps
+        for first in range(self.min_first_steps, self.first_steps):
+            if self.plays_gapless(first, steps, s_per_step):
+                return first
+        return self.first_steps
+
+    def next_steps(self, remaining: int, ahead_s: float | None = None, s_per_step: float | None = None) -> int:
+        """The next window after the first, with `remaining` input steps left, the listener holding
+        `ahead_s` of audio not yet played and the vocoder taking `s_per_step` per vocoded step. Pure.
+
+        When windows cut this way play the rest of the chunk without a gap (`plays_out`): the
+        longest window (at most `window_steps`) whose predicted vocoding, contexts included, takes
+        at most `margin` of `ahead_s`. Otherwise (a gap is coming whatever the sizes, or the speed
+        is unknown): `window_steps`, as few windows as possible, so the least context is paid and
+        the gap is the shortest. A remainder under `min_tail_steps` joins the window.
+        """
+        if ahead_s is not None and s_per_step is not None and self.plays_out(remaining, ahead_s, s_per_step):
+            fitted = self._fitted(remaining, ahead_s, s_per_step)
+            assert fitted is not None  # plays_out found one
+            return fitted
+        return self._whole_if_sliver(self.window_steps, remaining)
+
+    def plays_gapless(self, first: int, steps: int, s_per_step: float) -> bool:
+        """Whether a chunk of `steps` input steps plays without a gap after a first window of
+        `first` (the listener starts playing when it arrives), the rest cut by `next_steps` and
+        vocoded at `s_per_step` per step. Pure."""
+        done = self._whole_if_sliver(first, steps)
+        return self.plays_out(steps - done, done * STEP_S, s_per_step)
+
+    def plays_out(self, remaining: int, ahead_s: float, s_per_step: float) -> bool:
+        """Whether the `remaining` input steps after a window, cut as long as the margin allows
+        (`next_steps`) and vocoded at `s_per_step`, each arrive before the listener's audio
+        (`ahead_s` now) runs out. Pure: a simulation, a few iterations per window."""
+        if s_per_step <= 0:
+            return remaining <= 0 or ahead_s > 0
+        while remaining > 0:
+            size = self._fitted(remaining, ahead_s, s_per_step)
+            if size is None:
+                return False
+            cost = s_per_step * self.vocoded_later(size, remaining)
+            if cost > ahead_s:
+                return False
+            ahead_s += size * STEP_S - cost
+            remaining -= size
+        return True
+
+    def vocoded_steps(self, start: int, end: int, steps: int) -> int:
+        """Input steps a window [start, end) of a chunk of `steps` vocodes: itself and its contexts."""
+        return min(steps, end + self.context_steps) - max(0, start - self.context_steps)
+
+    def vocoded_later(self, size: int, remaining: int) -> int:
+        """`vocoded_steps` of a later window of `size` with `remaining` steps left including it (its
+        left context is whole: every first window is longer than the context)."""
+        return size + self.context_steps + min(self.context_steps, remaining - size)
+
+    def _fitted(self, remaining: int, ahead_s: float, s_per_step: float) -> int | None:
+        """The longest later window vocoded within `margin` of `ahead_s`, None under `min_window_steps`."""
+        fits = int(ahead_s * self.margin / s_per_step) - 2 * self.context_steps
+        if fits < self.min_window_steps:
+            return None
+        return self._whole_if_sliver(min(self.window_steps, fits), remaining)
 
     def windows(self, steps: int, first_steps: int | None = None) -> list[tuple[int, int]]:
-        """[start, end) of each window over `steps` input steps, in order, covering them exactly;
-        the first `first_steps` long (default: the plan's). Pure."""
-        first = self.first_steps if first_steps is None else first_steps
+        """[start, end) of each window over `steps` input steps, in order, covering them exactly,
+        at an unknown speed (the first `first_steps` long, default the plan's; the rest
+        `window_steps`, no remainder under `min_tail_steps`). Pure."""
         out: list[tuple[int, int]] = []
         start = 0
         while start < steps:
-            size = first if not out else self.window_steps
-            end = min(steps, start + size)
-            if (
-                steps - end < self.window_steps // 4
-            ):  # no sliver at the end: it would pay a full context for little audio
-                end = steps
-            out.append((start, end))
-            start = end
+            if out:
+                size = self.next_steps(steps - start)
+            else:
+                size = self._whole_if_sliver(self.first_steps if first_steps is None else first_steps, steps)
+            out.append((start, start + size))
+            start += size
         return out
+
+    def _whole_if_sliver(self, size: int, remaining: int) -> int:
+        return remaining if remaining - size < self.min_tail_steps else size
 
 
 @dataclass(frozen=True, slots=True)
@@ -240,21 +336,43 @@ def decode_pieces(
     plan: WindowPlan,
     first_steps: int | None = None,
     *,
+    next_steps: Callable[[int], int] | None = None,
+    vocoded: Callable[[int, float], None] | None = None,
     around: Callable[[], AbstractContextManager[Any]] = nullcontext,
 ) -> Iterator[torch.Tensor]:
     """The decoder's audio for one chunk, window by window: the first from a prefix of the
     frame-rate layers, the rest from the whole chunk's (1-D float tensors whose concatenation has
     the length whole-chunk decoding `decoder(asr, f0, n, style)` gives).
 
+    The first window is `first_steps` long (default: the plan's); each later one is sized when its
+    step starts, once the frame-rate layers are complete, by `next_steps(remaining steps)` (default:
+    `plan.next_steps` at an unknown speed), so the caller can size it from what the listener holds
+    by then. `vocoded(steps, seconds)` is told each window's vocoder work, contexts included.
+
     Each window's work runs inside `around()`, entered and left within its step, never across a
     `yield`: the engine sets thread-local state there (inference mode, autocast), because
     consecutive windows may run on different threads."""
+    import time
+
+    import torch
+
+    steps = encoded.vocoder_steps
+    size_next = next_steps if next_steps is not None else plan.next_steps
     decoding: Decoding | None = None
-    for number, (start, end) in enumerate(plan.windows(encoded.vocoder_steps, first_steps)):
+    start = 0
+    while start < steps:
         with around():
             if decoding is None:
+                end = plan.windows(steps, first_steps)[0][1]
                 decoding = start_decoding(decoder, encoded, (end, plan.context_steps))
-            elif number == 1:
+            else:
                 decoding = complete_decoding(decoder, encoded, decoding)
+                end = start + min(max(1, size_next(steps - start)), steps - start)
+            began = time.perf_counter()
             audio = decode_window(decoder, decoding, start, end, plan.context_steps)
+            if vocoded is not None:
+                if audio.device.type == "cuda":
+                    torch.cuda.synchronize(audio.device)  # the kernels ran asynchronously until now
+                vocoded(plan.vocoded_steps(start, end, steps), time.perf_counter() - began)
         yield audio
+        start = end
