@@ -114,7 +114,7 @@ def test_the_first_window_shrinks_with_the_crowd_waiting_in_silence() -> None:
     assert [plan.first_for(n) for n in (0, 1, 2, 3, 4, 10)] == [80, 40, 26, 20, 20, 20]
     assert plan.first_for(-1) == 80
     assert plan.windows(400, plan.first_for(3)) == [(0, 20), (20, 260), (260, 400)]
-    with pytest.raises(ValueError, match=r"^need 1 <= min_first_steps <= first_steps$"):
+    with pytest.raises(ValueError, match=r"^need 1 <= min_first_steps <= first_steps <= max_first_steps$"):
         WindowPlan(first_steps=10, min_first_steps=20)
     with pytest.raises(ValueError, match=r"^need 1 <= min_window_steps <= window_steps and min_tail_steps >= 0$"):
         WindowPlan(min_window_steps=241)
@@ -145,10 +145,10 @@ def test_windows_cover_the_steps_exactly_without_a_sliver() -> None:
     assert plan.windows(80 + 240 + 59) == [(0, 80), (80, 379)]
 
 
-# Window sizes at a known speed. Defaults: first 72, min first 20, longest 240, shortest fitted 120,
-# remainders under 60 join, context 16 each side, margin 0.8; a step is 12.5 ms of audio. The vocoder's speed in seconds per
-# vocoded step: 0.0095 measured in the server on this 2-core CPU (vocoder real-time factor 0.76),
-# 0.004 a machine about twice as fast, 0.0005 a GPU-like one.
+# Window sizes at a known speed. Defaults: first 72 (20 to 96), longest 240, shortest fitted 120,
+# remainders under 60 join, context 16 each side, margin 0.8; a step is 12.5 ms of audio. The
+# vocoder's speed in seconds per vocoded step: 0.0095 measured in the server on this 2-core CPU
+# (vocoder real-time factor 0.76), 0.004 a machine about twice as fast, 0.0005 a GPU-like one.
 PLAN = WindowPlan()
 CPU, MID, GPU = 0.0095, 0.004, 0.0005
 
@@ -193,6 +193,11 @@ def test_the_first_window_alone_is_the_shortest_that_plays_gapless_at_the_measur
     assert PLAN.plays_gapless(61, 400, MID)
     assert not any(PLAN.plays_gapless(f, 400, MID) for f in range(20, 61))
     assert MID * PLAN.vocoded_steps(72, 72 + 240, 400) > 72 * STEP_S
+    # Where the default first window leaves a gap a longer one avoids, it grows, within its limit.
+    assert PLAN.first_for(0, 400, 0.006) == 92
+    assert not PLAN.plays_gapless(72, 400, 0.006)
+    assert PLAN.first_for(0, 400, 0.0065) == 72  # gapless only past 96 steps (1.2 s): not bought
+    assert PLAN.plays_gapless(120, 400, 0.0065)
     # A chunk that fits in the first window is one window, at any speed.
     assert PLAN.plays_gapless(40, 40 + 59, 1.0)
 

@@ -55,6 +55,9 @@ class WindowPlan:
     min_first_steps: int = 20
     """The shortest first window (0.25 s): with a crowd waiting in silence (`first_for`), or alone
     on an engine fast enough to grow the windows from there without a gap."""
+    max_first_steps: int = 96
+    """The longest first window alone (1.2 s): where the default one would leave a gap that a longer
+    one avoids, it may grow this far (first audio a little later, then no stutter), never further."""
     window_steps: int = 240
     """The longest window: 3 s of audio. It bounds one engine job (others wait for it to end) and is
     the size used when no window can keep up (a gap is coming: fewer windows pay less context)."""
@@ -77,8 +80,8 @@ class WindowPlan:
     def __post_init__(self) -> None:
         if self.first_steps < 1 or self.window_steps < 1 or self.context_steps < 0:
             raise ValueError("need first_steps >= 1, window_steps >= 1, context_steps >= 0")
-        if not 1 <= self.min_first_steps <= self.first_steps:
-            raise ValueError("need 1 <= min_first_steps <= first_steps")
+        if not 1 <= self.min_first_steps <= self.first_steps <= self.max_first_steps:
+            raise ValueError("need 1 <= min_first_steps <= first_steps <= max_first_steps")
         if not 1 <= self.min_window_steps <= self.window_steps or self.min_tail_steps < 0:
             raise ValueError("need 1 <= min_window_steps <= window_steps and min_tail_steps >= 0")
         if not 0 < self.margin <= 1:
@@ -90,14 +93,15 @@ class WindowPlan:
         With `others_waiting` other listeners waiting in silence for the engine, their first audio
         waits for this one's first piece (or runs beside it at half the speed), so the first window
         shrinks with the crowd: `first_steps / (1 + others)`, at least `min_first_steps`. Alone, at a
-        known vocoder speed, the shortest first window from which the rest of the chunk plays without
-        a gap (`plays_gapless`); when none does, or the speed is unknown, `first_steps`.
+        known vocoder speed, the shortest first window, up to `max_first_steps`, from which the rest
+        of the chunk plays without a gap (`plays_gapless`); when none does, or the speed is unknown,
+        `first_steps`.
         """
         if others_waiting > 0:
             return max(self.min_first_steps, self.first_steps // (1 + others_waiting))
         if steps is None or s_per_step is None:
             return self.first_steps
-        for first in range(self.min_first_steps, self.first_steps):
+        for first in range(self.min_first_steps, self.max_first_steps + 1):
             if self.plays_gapless(first, steps, s_per_step):
                 return first
         return self.first_steps
