@@ -428,8 +428,10 @@ class PlaybackClock:
         self.ends_at = start + duration_s
 
     def ahead_s(self, now: float) -> float:
-        """Seconds of delivered audio not yet played at `now`."""
-        return 0.0 if self.ends_at is None else max(0.0, self.ends_at - now)
+        """Seconds of delivered audio not yet played at `now`. Safe to ask from an engine thread
+        (the engine sizes a window with it) while the event loop may `reset` the clock."""
+        ends_at = self.ends_at  # read once: a reset between a check and a use would leave None
+        return 0.0 if ends_at is None else max(0.0, ends_at - now)
 
     def reset(self) -> None:
         self.ends_at = None
