@@ -167,6 +167,7 @@ CPU, MID, GPU = 0.0095, 0.004, 0.0005
         (200, 0.9, MID, 200),  # 148 would leave 52, a sliver: it joins (and still fits: 216 x 0.004 < 0.9)
         (300, 0.9, MID, 148),  # 148 leaves 152: no sliver
         (50, None, None, 50),  # never past the chunk's end
+        (1000, 0.9, 0.0, 240),  # a speed that is not one: as unknown
     ],
 )
 def test_a_later_window_is_as_long_as_the_listeners_audio_lets_the_vocoder_make_it(
@@ -177,7 +178,7 @@ def test_a_later_window_is_as_long_as_the_listeners_audio_lets_the_vocoder_make_
 
 def test_the_first_window_alone_is_the_shortest_that_plays_gapless_at_the_measured_speed() -> None:
     # Unknown speed, or a crowd waiting in silence: as before (the crowd rule ignores the speed).
-    assert PLAN.first_for(0) == PLAN.first_for(0, 400, None) == 72
+    assert PLAN.first_for(0) == PLAN.first_for(0, 400, None) == PLAN.first_for(0, 400, 0.0) == 72
     assert PLAN.first_for(2, 400, GPU) == 24
     # A GPU-like engine: the shortest first window, and it plays gapless.
     assert PLAN.first_for(0, 400, GPU) == 20

@@ -99,7 +99,7 @@ class WindowPlan:
         """
         if others_waiting > 0:
             return max(self.min_first_steps, self.first_steps // (1 + others_waiting))
-        if steps is None or s_per_step is None:
+        if steps is None or s_per_step is None or s_per_step <= 0:
             return self.first_steps
         for first in range(self.min_first_steps, self.max_first_steps + 1):
             if self.plays_gapless(first, steps, s_per_step):
@@ -116,10 +116,10 @@ class WindowPlan:
         is unknown): `window_steps`, as few windows as possible, so the least context is paid and
         the gap is the shortest. A remainder under `min_tail_steps` joins the window.
         """
-        if ahead_s is not None and s_per_step is not None and self.plays_out(remaining, ahead_s, s_per_step):
+        if ahead_s is not None and s_per_step is not None and s_per_step > 0:
             fitted = self._fitted(remaining, ahead_s, s_per_step)
-            assert fitted is not None  # plays_out found one
-            return fitted
+            if fitted is not None and self.plays_out(remaining, ahead_s, s_per_step):
+                return fitted
         return self._whole_if_sliver(self.window_steps, remaining)
 
     def plays_gapless(self, first: int, steps: int, s_per_step: float) -> bool:
@@ -132,9 +132,10 @@ class WindowPlan:
     def plays_out(self, remaining: int, ahead_s: float, s_per_step: float) -> bool:
         """Whether the `remaining` input steps after a window, cut as long as the margin allows
         (`next_steps`) and vocoded at `s_per_step`, each arrive before the listener's audio
-        (`ahead_s` now) runs out. Pure: a simulation, a few iterations per window."""
+        (`ahead_s` now) runs out. Pure: a simulation, a few iterations per window. An unknown
+        (non-positive) speed plays nothing out."""
         if s_per_step <= 0:
-            return remaining <= 0 or ahead_s > 0
+            return False
         while remaining > 0:
             size = self._fitted(remaining, ahead_s, s_per_step)
             if size is None:
