@@ -10,7 +10,8 @@ waiting every time until the answer's last sample has played through the page's 
 It reads what the page measures itself (`window.voicestack.current`): first audio (the first
 audio event, from the moment the request was sent), playback start, underruns and the silence
 they caused (samples the worklet output as zeros while waiting for audio mid-answer), and the
-whole answer (request to last sample played). Then it prints one table and the two targets:
+whole answer (request to last sample played), and where the machine's CPU went during the timed
+trials (`bench.cpu_share`: each service, the rest, idle). Then it prints one table and the two targets:
 
 - stream underruns = 0, in every trial;
 - stream first audio / batch first audio <= 0.6 (medians).
@@ -26,12 +27,15 @@ import asyncio
 import os
 import statistics
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Final, Literal
 
 from bench.bargein import CHROMIUM, CHROMIUM_ARGS
+from bench.cpu_share import describe as describe_cpu
+from bench.cpu_share import shares, snapshot, ticks_per_second
 from bench.lab import positive_int
 from bench.paced_speech import DEFAULT_RTF, DEFAULT_SECONDS_PER_CHAR, pacing_args, positive_float
 from bench.peers import cpu_name
@@ -286,8 +290,14 @@ def describe(trial: PageTrial, index: int, total: int) -> str:
     )
 
 
-async def drive_page(url: str, options: PageOptions, say: Callable[[str], None]) -> tuple[list[PageTrial], list[str]]:
-    """The trials in headless Chromium; also returns what the page reported as errors."""
+async def drive_page(
+    url: str,
+    options: PageOptions,
+    say: Callable[[str], None],
+    around_trials: Callable[[], AbstractContextManager[object]] = nullcontext,
+) -> tuple[list[PageTrial], list[str]]:
+    """The trials in headless Chromium (inside `around_trials()`, the warm-up before it); also
+    returns what the page reported as errors."""
     from playwright.async_api import async_playwright  # loaded only when a browser runs
 
     problems: list[str] = []
@@ -303,10 +313,11 @@ async def drive_page(url: str, options: PageOptions, say: Callable[[str], None])
                 say(f"  warm-up {n + 1}/{options.warmup}: first audio {warm.first_audio_ms:.0f} ms (not counted)")
             trials: list[PageTrial] = []
             order = trial_order(options.trials)
-            for i, mode in enumerate(order):
-                trial = await ask(page, mode, options.transport, options.answer_timeout_s)
-                trials.append(trial)
-                say(describe(trial, i // len(MODES) + 1, options.trials))
+            with around_trials():
+                for i, mode in enumerate(order):
+                    trial = await ask(page, mode, options.transport, options.answer_timeout_s)
+                    trials.append(trial)
+                    say(describe(trial, i // len(MODES) + 1, options.trials))
         finally:
             await browser.close()
     return trials, problems
@@ -341,7 +352,16 @@ async def run(options: PageOptions, *, say: Callable[[str], None] = print) -> Pa
                 raise PageBenchError("the stack did not start the demo model and the page")
             label = engine_label(options, stack.weights.real)
             say(f"stack ready: {label}; asking in the page")
-            trials, problems = await drive_page(stack.urls.web_url, options, say)
+            pids = {process.spec.name: process.pid for process in stack.group.processes}
+            cpu: list[str] = []
+
+            @contextmanager
+            def sample_cpu() -> Iterator[None]:
+                before = snapshot(pids)
+                yield
+                cpu.append(describe_cpu(shares(before, snapshot(pids), ticks_per_second()), before.cpus))
+
+            trials, problems = await drive_page(stack.urls.web_url, options, say, sample_cpu)
     if problems:
         raise PageBenchError("the page reported errors: " + "; ".join(problems))
     sessions = [t.session_id for t in trials]
@@ -352,6 +372,7 @@ async def run(options: PageOptions, *, say: Callable[[str], None] = print) -> Pa
         f" {options.trials} trial(s) per mode, alternating, {options.warmup} warm-up",
         f"machine: {cpu_name()}, {os.cpu_count()} cores",
         "times in the page from the moment the request was sent; audio through its AudioWorklet player",
+        *(f"during the timed trials, {line} (the rest: the browser and this benchmark)" for line in cpu),
     )
     return PageReport(setup=setup, trials=tuple(trials))
 

@@ -390,6 +390,11 @@ async def test_the_benchmark_runs_the_local_stack_and_the_page_in_both_modes(tmp
         " demo model at 40 tokens/s; SSE; 1 trial(s) per mode, alternating, 0 warm-up"
     )
     assert report.setup[1] == f"machine: {cpu_name()}, {os.cpu_count()} cores"
+    cpu = report.setup[3]
+    assert cpu.startswith("during the timed trials, CPU (cores of ")
+    assert cpu.endswith(" (the rest: the browser and this benchmark)")
+    for name in ("speech", "standin", "agent", "web", "the rest", "idle"):
+        assert f" {name} " in cpu, name
     assert "stack ready: zero-cost engine at RTF 0.5 (0.01 s of audio per character); asking in the page" in said
     progress = [line for line in said if " trial " in line]
     assert [line.split(":")[0] for line in progress] == ["  stream trial 1/1", "  batch  trial 1/1"]
