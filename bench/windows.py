@@ -54,7 +54,7 @@ def play(plan: WindowPlan, kind: Plan, steps: int, s_per_step: float) -> Played:
         windows = [end - start for start, end in plan.windows(steps)]
     else:
         first = plan.first_for(0, steps, s_per_step)
-        windows = [end - start for start, end in plan.windows(steps, first)][:1]
+        windows = [plan.first_window(steps, first)]
     clock, now = PlaybackClock(), s_per_step * plan.vocoded_steps(0, windows[0], steps)
     first_work = now
     clock.delivered(now, windows[0] * STEP_S)

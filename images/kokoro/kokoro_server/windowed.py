@@ -126,7 +126,7 @@ class WindowPlan:
         """Whether a chunk of `steps` input steps plays without a gap after a first window of
         `first` (the listener starts playing when it arrives), the rest cut by `next_steps` and
         vocoded at `s_per_step` per step. Pure."""
-        done = self._whole_if_sliver(first, steps)
+        done = self.first_window(steps, first)
         return self.plays_out(steps - done, done * STEP_S, s_per_step)
 
     def plays_out(self, remaining: int, ahead_s: float, s_per_step: float) -> bool:
@@ -154,7 +154,8 @@ class WindowPlan:
     def vocoded_later(self, size: int, remaining: int) -> int:
         """`vocoded_steps` of a later window of `size` with `remaining` steps left including it (its
         left context is whole: every first window is longer than the context)."""
-        return size + self.context_steps + min(self.context_steps, remaining - size)
+        start = self.context_steps
+        return self.vocoded_steps(start, start + size, start + remaining)
 
     def _fitted(self, remaining: int, ahead_s: float, s_per_step: float) -> int | None:
         """The longest later window vocoded within `margin` of `ahead_s`, None under `min_window_steps`."""
@@ -170,13 +171,15 @@ class WindowPlan:
         out: list[tuple[int, int]] = []
         start = 0
         while start < steps:
-            if out:
-                size = self.next_steps(steps - start)
-            else:
-                size = self._whole_if_sliver(self.first_steps if first_steps is None else first_steps, steps)
+            size = self.next_steps(steps - start) if out else self.first_window(steps, first_steps)
             out.append((start, start + size))
             start += size
         return out
+
+    def first_window(self, steps: int, first_steps: int | None = None) -> int:
+        """The first window's length over a chunk of `steps`: `first_steps` (default: the plan's), or
+        the whole chunk when what would follow is under `min_tail_steps`. Pure."""
+        return self._whole_if_sliver(self.first_steps if first_steps is None else first_steps, steps)
 
     def _whole_if_sliver(self, size: int, remaining: int) -> int:
         return remaining if remaining - size < self.min_tail_steps else size
@@ -368,7 +371,7 @@ def decode_pieces(
     while start < steps:
         with around():
             if decoding is None:
-                end = plan.windows(steps, first_steps)[0][1]
+                end = plan.first_window(steps, first_steps)
                 decoding = start_decoding(decoder, encoded, (end, plan.context_steps))
             else:
                 decoding = complete_decoding(decoder, encoded, decoding)
