@@ -207,6 +207,11 @@ def test_captions_highlight_each_word_as_it_is_spoken(page: Page, web_stacks: We
     ask(page, "Say hello.")
 
     page.wait_for_function("window.voicestack.current?.spokenWord === 2", timeout=WAIT_MS)
+    # The page redraws at most every 100 ms (app.js RENDER_EVERY_MS); "world." is spoken for 300 ms.
+    page.wait_for_function(
+        "[...document.querySelectorAll('#captions span.spoken')].map((s) => s.textContent).join('|') === 'world.'",
+        timeout=300,
+    )
     assert page.locator("#captions span.spoken").all_inner_texts() == ["world."]
     wait_answered(page, 1)
 
