@@ -9,14 +9,11 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Callable, Iterator
-from functools import partial
 from typing import Any
 
 import pytest
 
-from kokoro_server.engine import ChunkAudio, PieceStreamingEngine, ZeroCostEngine
-from kokoro_server.scheduler import Lane
+from kokoro_server.engine import ChunkAudio, ZeroCostEngine
 from kokoro_server.session import SessionLimits
 from tests.speech.speech_support import (
     WAIT_S,
@@ -257,85 +254,3 @@ def test_without_look_ahead_the_next_request_waits_for_the_current(settings: dic
 def test_a_negative_look_ahead_is_refused() -> None:
     with pytest.raises(ValueError, match="lookahead_requests must be at least 0, got -1"):
         SessionLimits(max_text_chars=1, frame_bytes=2, lookahead_requests=-1)
-
-
-class GatedPieces(KeyedGates):
-    """KeyedGates that also makes a first chunk in two pieces (`PieceStreamingEngine`), each piece
-    an engine job that waits on its own gate ("piece 1", "piece 2")."""
-
-    def __init__(self, *gated: str) -> None:
-        super().__init__("piece 1", "piece 2", *gated)
-
-    def synthesize_pieces(
-        self,
-        text: str,
-        voice: str,
-        speed: float,
-        *,
-        others_waiting: Callable[[], int] | None = None,
-        ahead_s: Callable[[], float] | None = None,
-    ) -> Iterator[ChunkAudio]:
-        pcm = self.inner.synthesize(text, voice, speed).pcm
-        half = len(pcm) // 4 * 2
-        for number, (start, end) in enumerate(((0, half), (half, len(pcm))), start=1):
-            self.synthesize(f"piece {number}", voice, speed)  # records the job and waits on its gate
-            yield ChunkAudio(pcm=pcm[start:end], words=(), ends_chunk=number == 2)
-
-
-def test_the_request_ahead_waits_while_the_first_chunk_is_made_in_windows() -> None:
-    engine = GatedPieces()
-    assert isinstance(engine, PieceStreamingEngine)
-    with serve(engine) as (client, _), client.websocket_connect("/invocations-bidirectional-stream") as ws:
-        ws.send_text(synth("First words here.", "r1"))
-        ws.send_text(synth(NEXT, "r2"))
-        engine.open("piece 1")
-        first = receive_until(ws, lambda frame: frame[0] == "bytes")  # the listener hears piece 1
-        engine.wait_started("piece 2")
-        time.sleep(QUIET_S)
-        # The rest of the chunk is the next audio the listener hears: it runs alone.
-        assert engine.started == ["piece 1", "piece 2"]
-        engine.open("piece 2")
-        engine.wait_ended(NEXT)
-        frames = first + receive_until(ws, is_event("synthesis_complete", "r2"))
-
-    assert [kind for kind, _ in frames] == [
-        "text",
-        "bytes",
-        "bytes",
-        "text",
-        *[kind for kind, _ in expected_request("r2", NEXT)],
-    ]
-    assert engine.started == ["piece 1", "piece 2", NEXT]
-
-
-def test_jobs_beside_a_request_ahead_are_sized_for_company(monkeypatch: pytest.MonkeyPatch) -> None:
-    companies: dict[str, int] = {}
-    run = Lane.run
-
-    async def recording_run(
-        self: Lane, fn: Callable[[], Any], *, deadline: float | None = None, company: int = 0
-    ) -> Any:
-        # The session's job is partial(timed, partial(engine.synthesize, text, voice, speed)).
-        assert isinstance(fn, partial) and isinstance(fn.args[0], partial)
-        companies[fn.args[0].args[0]] = company
-        return await run(self, fn, deadline=deadline, company=company)
-
-    monkeypatch.setattr(Lane, "run", recording_run)
-    engine = KeyedGates("Another sentence follows.")
-    with serve(engine) as (client, _), client.websocket_connect("/invocations-bidirectional-stream") as ws:
-        ws.send_text(synth(THREE_SENTENCES, "r1"))
-        ws.send_text(synth("Second request. Its second chunk.", "r2"))
-        engine.wait_ended("Its second chunk.")
-        engine.open("Another sentence follows.")
-        receive_until(ws, is_event("synthesis_complete", "r2"))
-        ws.send_text(synth("Alone again.", "r3"))
-        receive_until(ws, is_event("synthesis_complete", "r3"))
-
-    assert companies == {
-        "Short one.": 0,  # the first piece: the listener waits in silence, it gets every core
-        "Another sentence follows.": 1,  # r2 was waiting to start beside it
-        "Second request.": 1,
-        "Its second chunk.": 1,
-        "The last sentence ends it.": 1,  # r2 (done, held) is still being synthesized
-        "Alone again.": 0,
-    }

@@ -240,15 +240,3 @@ async def test_others_in_silence_counts_other_lanes_jobs_past_their_deadline(poo
 def test_max_concurrent_below_one_is_refused() -> None:
     with pytest.raises(ValueError, match="max_concurrent must be at least 1, got 0"):
         FairScheduler(0, ThreadPoolExecutor(max_workers=1))
-
-
-async def test_on_start_counts_the_company_a_job_expects_as_running(pool: ThreadPoolExecutor) -> None:
-    """A session about to run a second job beside this one asks for its share of the cores now."""
-    rec = Recorder()
-    seen: list[int] = []
-    scheduler = FairScheduler(2, pool, on_start=seen.append)
-    lane = scheduler.lane("session")
-    rec.gate.release(2)
-    await lane.run(rec.job("alone"))
-    await lane.run(rec.job("expects one more"), company=1)
-    assert seen == [1, 2]

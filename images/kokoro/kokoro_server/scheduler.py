@@ -12,8 +12,7 @@ serving); the rest wait here, where they can still be dropped, rather than in th
 where they could not.
 
 `on_start`, when given, runs in the pool thread before each job with the number of jobs running
-(that one included, plus the company its caller expects): the service sizes the job's intra-op
-threads there (`concurrency`).
+(that one included): the service sizes the job's intra-op threads there (`concurrency`).
 
 A job that runs past `job_timeout_s` fails its caller with `SynthesisTimeoutError` at once, but
 its thread cannot be stopped: the slot stays taken (and counted as `stuck`) until the call returns.
@@ -54,8 +53,6 @@ class _Job:
     A job without a deadline is due when it becomes its lane's next job (see `Lane.run`)."""
     order: int
     """Submission order: breaks ties between equal deadlines."""
-    company: int = 0
-    """Jobs of its lane expected to start beside it soon: counted as running when its threads are sized."""
     timer: asyncio.TimerHandle | None = None
     timed_out: bool = False
     started: float = 0.0
@@ -70,16 +67,12 @@ class Lane:
     _jobs: deque[_Job] = field(default_factory=deque)
     closed: bool = False
 
-    async def run[T](self, fn: Callable[[], T], *, deadline: float | None = None, company: int = 0) -> T:
+    async def run[T](self, fn: Callable[[], T], *, deadline: float | None = None) -> T:
         """Run `fn` in the pool when this lane's turn comes; return its result.
 
         `deadline` (`time.perf_counter` seconds) is when the listener needs the result: the most
         urgent job of all lanes starts first. None: due when it becomes this lane's next job, so
         that lanes without deadlines take turns, one job each (first come, first served).
-
-        `company`: how many more jobs of this lane the caller expects to run beside this one (a
-        session synthesizing its next request ahead); `on_start` counts them as running, so the job
-        takes its share of the cores from the start instead of all of them.
 
         Cancelling the caller before the job starts removes the job: it never runs. Once started,
         a job runs to its end (a thread cannot be interrupted) and its result is discarded.
@@ -92,7 +85,6 @@ class Lane:
             lane=self,
             due=time.perf_counter() if deadline is None and not self._jobs else deadline,
             order=next(self._scheduler._orders),
-            company=company,
         )
         self._jobs.append(job)
         self._scheduler._submitted(self)
@@ -223,7 +215,7 @@ class FairScheduler:
 
     def _start(self, job: _Job) -> None:
         self._running_jobs.add(job)
-        running = self.running + job.company
+        running = self.running
         loop = asyncio.get_running_loop()
         on_start = self._on_start
         job.started = time.perf_counter()

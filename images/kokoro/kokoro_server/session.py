@@ -123,8 +123,8 @@ class _Request:
     then its own frames are `held`."""
     held: list[_Item] = field(default_factory=list)
     """Frames made while the request before it still queues its own, in order."""
-    windowing: bool = False
-    """Its chunk is being made in windows for a listener who waits in silence (`_chunk_audio`)."""
+    audible: asyncio.Event = field(default_factory=asyncio.Event)
+    """Some of its audio is queued for the listener."""
     done: asyncio.Event = field(default_factory=asyncio.Event)
     """Its synthesis has ended (every frame queued, or cancelled, or failed)."""
 
@@ -297,12 +297,6 @@ class Session:
         """Requests accepted and not yet completed, failed or cancelled, oldest first."""
         self._closing = False
         self._clock = PlaybackClock()
-        self._gate = asyncio.Event()
-        """Set when something `_may_look_ahead` reads may have changed."""
-        self._active: list[_Request] = []
-        """Requests being synthesized, oldest first (the producer's)."""
-        self._next_waits = False
-        """The producer holds the next request until `_may_look_ahead`."""
         """When the audio this session produced ends playing: chunks are sized by it (`schedule.PlaybackClock`)."""
 
     async def run(self) -> None:
@@ -469,17 +463,13 @@ class Session:
     async def _produce(self) -> None:
         """Synthesize accepted requests in the order they arrived: one at a time, or with
         `lookahead_requests` more started once the one before them is audible (see the module)."""
-        active = self._active
+        active: list[_Request] = []
         previous: _Request | None = None
         try:
             while (request := await self._pending.get()) is not None:
                 if request.cancelled:
                     continue  # cancelled while it waited; `cancelled` is already queued
-                self._next_waits = True
-                try:
-                    await self._room_for_one_more(active)
-                finally:
-                    self._next_waits = False
+                await self._room_for_one_more(active)
                 if request.cancelled:
                     continue
                 request.after = None if previous is None or previous.done.is_set() else previous.done
@@ -494,28 +484,18 @@ class Session:
                 _task_of(request).cancel()
         await self._outbox.put(_End())
 
-    def _may_look_ahead(self, active: list[_Request]) -> bool:
-        """Whether one more request may start beside `active`: room for it, the listener has audio
-        (a first piece gets the whole engine) and no chunk is being made in windows for a listener
-        in silence (those windows are the next audio it hears: they too get the whole engine)."""
-        return (
-            len(active) <= self._limits.lookahead_requests
-            and self._clock.ends_at is not None
-            and not any(request.windowing for request in active)
-        )
-
     async def _room_for_one_more(self, active: list[_Request]) -> None:
-        """Return once another request may start: none is being synthesized, or `_may_look_ahead`."""
+        """Return once another request may start: none is being synthesized, or fewer than
+        `1 + lookahead_requests` are and the newest of them has given the listener audio."""
         while True:
             _reap(active)
-            if not active or self._may_look_ahead(active):
+            if not active or (len(active) <= self._limits.lookahead_requests and active[-1].audible.is_set()):
                 return
-            self._gate.clear()
-            changed = asyncio.ensure_future(self._gate.wait())
+            audible = asyncio.ensure_future(active[-1].audible.wait())
             try:
-                await asyncio.wait({_task_of(active[0]), changed}, return_when=asyncio.FIRST_COMPLETED)
+                await asyncio.wait({_task_of(active[0]), audible}, return_when=asyncio.FIRST_COMPLETED)
             finally:
-                changed.cancel()
+                audible.cancel()
 
     async def _synthesize(self, request: _Request) -> None:
         try:
@@ -526,7 +506,6 @@ class Session:
         finally:
             self._policy.finish()
             request.held.clear()
-            request.windowing = False
             request.done.set()
 
     async def _emit(self, request: _Request, item: _Item) -> None:
@@ -546,7 +525,7 @@ class Session:
             await self._outbox.put(item)
             if isinstance(item, _Audio):
                 self._clock.delivered(time.perf_counter(), item.duration_s)
-                self._gate.set()
+                request.audible.set()
 
     async def _synthesize_chunks(self, request: _Request) -> None:
         await self._emit(request, _Control(SynthesisStart(request_id=request.request_id), request=request))
@@ -595,7 +574,6 @@ class Session:
             ahead_s=lambda: self._clock.ahead_s(time.perf_counter()),
         )
         compute_s = 0.0
-        request.windowing = True
         while True:
             step = await self._run_engine(request, partial(next, pieces, None))
             if step is None:
@@ -603,25 +581,12 @@ class Session:
                 return
             piece, spent = step
             compute_s += spent
-            if piece is None or piece.ends_chunk:
-                # Before the last piece is queued: queuing it opens the way for a request ahead.
-                request.windowing = False
             if piece is None:
                 break
             yield piece
             if piece.ends_chunk:
                 break  # no job just to find the iterator's end
         self._computed(request, text, compute_s)
-
-    def _company(self, request: _Request) -> int:
-        """Other jobs of this session expected to run beside `request`'s next one: 1 while another
-        request is synthesized or about to start ahead (so this job takes its share of the cores
-        now: a job that started alone keeps every core, and a second job beside it would leave
-        three threads on two cores, the multi-thread one stalling at every barrier), else 0.
-        A piece for a listener in silence always gets the whole engine."""
-        if self._limits.lookahead_requests == 0 or request.windowing:
-            return 0
-        return int(len(self._active) > 1 or (self._next_waits and self._may_look_ahead(self._active)))
 
     def _deadline(self, request: _Request) -> float:
         """When this session's listener needs its next audio: when the audio it has runs out, or
@@ -632,9 +597,7 @@ class Session:
     async def _run_engine[T](self, request: _Request, job: Callable[[], T]) -> tuple[T, float] | None:
         """`job`'s result and its compute seconds, or None after reporting an engine failure for this request."""
         try:
-            return await self._lane.run(
-                partial(timed, job), deadline=self._deadline(request), company=self._company(request)
-            )
+            return await self._lane.run(partial(timed, job), deadline=self._deadline(request))
         except LaneClosedError:
             raise
         except SynthesisTimeoutError as exc:
