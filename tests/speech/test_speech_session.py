@@ -406,8 +406,7 @@ def test_a_receive_message_without_text_or_bytes_closes_with_unsupported_data() 
 
 
 def test_disconnect_mid_synthesis_stops_all_work_of_the_session(gated: GatedEngine) -> None:
-    # One request at a time, so that r2 is queued, not started ahead (look-ahead: test_speech_lookahead).
-    with serve_in_process(gated, lookahead="off") as (client, served):
+    with serve_in_process(gated) as (client, served):
         with client.websocket_connect("/invocations-bidirectional-stream") as ws:
             ws.send_text(synth(THREE_SENTENCES, request_id="r1"))
             ws.send_text(synth("A second request.", request_id="r2"))

@@ -53,7 +53,6 @@ def test_sagemakers_serve_argument_is_accepted() -> None:
         ([], {"KOKORO_MODEL_DIR": " "}, "KOKORO_MODEL_DIR=' ' is invalid; allowed: a non-empty path"),
         (["--chunking", "word"], {}, "--chunking='word' is invalid; allowed: one of 'adaptive', 'sentence', 'none'"),
         (["--frame-ms", "5"], {}, "--frame-ms='5' is invalid; allowed: an integer from 20 to 10000"),
-        ([], {"KOKORO_LOOKAHEAD": "on"}, "KOKORO_LOOKAHEAD='on' is invalid; allowed: one of 'auto', 'off'"),
         (
             [],
             {"KOKORO_LOG_LEVEL": "loud"},

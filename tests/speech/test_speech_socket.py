@@ -113,8 +113,7 @@ async def test_invalid_utf8_in_a_binary_frame_is_an_error_and_the_session_contin
 
 async def test_abrupt_disconnect_mid_synthesis_stops_the_sessions_work() -> None:
     engine = GatedEngine()
-    # One request at a time, so that r2 is queued, not started ahead (look-ahead: test_speech_lookahead).
-    with live_server(make_app(engine, lookahead="off")) as server:
+    with live_server(make_app(engine)) as server:
         try:
             ws = await connect(server.ws_url)
             await ws.send(synth("Short one. Another sentence follows. The end.", request_id="r1"))

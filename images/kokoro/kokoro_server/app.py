@@ -127,7 +127,6 @@ def create_app(
             frame_bytes=frame_bytes(settings.frame_ms),
             max_queued_requests=settings.max_queued_requests,
             idle_timeout_s=settings.idle_timeout_s,
-            lookahead_requests=service.lookahead_requests,
         )
         session = Session(
             websocket, service.engine, service.scheduler.lane(name), service.chunk_policy(), limits, metrics=metrics

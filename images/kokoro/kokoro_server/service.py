@@ -56,8 +56,6 @@ class SpeechService:
         self.board = ListenerBoard()
         self.readiness = Readiness.LOADING
         self.active_sessions = 0
-        self.lookahead_requests = 0
-        """Requests a session synthesizes ahead of the one it is sending (`SessionLimits`), set by `start`."""
         self._engine: SpeechEngine | None = None
         self._scheduler: FairScheduler | None = None
         self._executor: ThreadPoolExecutor | None = None
@@ -72,7 +70,6 @@ class SpeechService:
             def on_start(running: int) -> None:
                 use_threads(plan.threads_for(running))
 
-        self.lookahead_requests = 1 if self.settings.lookahead == "auto" and plan.concurrency > 1 else 0
         self._executor = ThreadPoolExecutor(max_workers=plan.concurrency, thread_name_prefix="synthesis")
         self._scheduler = FairScheduler(
             plan.concurrency, self._executor, self.settings.synthesis_timeout_s, on_start=on_start
@@ -80,14 +77,12 @@ class SpeechService:
         self._engine = loaded.engine
         self.readiness = Readiness.READY
         logger.info(
-            "serving on %s, %d syntheses at a time on %d cores (alone: %d intra-op threads, with others: %d); "
-            "sessions look ahead %d request(s)",
+            "serving on %s, %d syntheses at a time on %d cores (alone: %d intra-op threads, with others: %d)",
             loaded.device,
             plan.concurrency,
             plan.cores,
             plan.threads_for(1),
             plan.threads_for(plan.concurrency),
-            self.lookahead_requests,
         )
 
     def fail(self) -> None:

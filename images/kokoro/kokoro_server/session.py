@@ -11,18 +11,6 @@ Three tasks share a session:
 - the writer is the only task that sends: it drains the outbox in order, so a request's frames
   always go out as synthesis_start, [timestamps], audio..., synthesis_complete.
 
-Look-ahead (`SessionLimits.lookahead_requests`): the agent sends each sentence as its own request,
-so a session usually has the next request waiting while the current one is still being computed.
-When the engine runs several jobs at once, the producer starts the next request's synthesis as
-soon as the current one has given the listener audio (never while the listener waits for a first
-piece, which would take half the cores from it): two jobs of one session then run side by side,
-each with its share of the cores (`concurrency`). On a CPU that is the difference between a model
-slower and faster than real time once anything else runs on the machine: one 2-thread job stalls
-at every barrier for the thread another process preempted, two 1-thread jobs do not (measured in
-`images/kokoro/README.md`). The request ahead keeps what it makes (at most `max_queued_chunks`
-chunks) until every frame of the request before it is queued, so frames still go out one request
-after another, in order, and the playback clock counts its audio only from then.
-
 Cancelling a request marks it, stops its synthesis at the next await (a queued engine job is
 dropped; a running one finishes and is discarded), removes its queued frames and queues
 `cancelled`; the writer checks the mark before every audio frame, so no audio of a cancelled
@@ -93,14 +81,6 @@ class SessionLimits:
     """Requests accepted and not yet finished; one more is refused with `queue_full`."""
     idle_timeout_s: float | None = None
     """Close the session after this long with no request open and no message received (None: never)."""
-    lookahead_requests: int = 0
-    """Requests synthesized ahead of the one whose frames are being queued (0: one at a time). Worth it
-    only when the engine runs several jobs at once: with one slot, the job ahead would run before the
-    current request's next chunk and delay it."""
-
-    def __post_init__(self) -> None:
-        if self.lookahead_requests < 0:
-            raise ValueError(f"lookahead_requests must be at least 0, got {self.lookahead_requests}")
 
 
 @dataclass(eq=False)
@@ -116,17 +96,6 @@ class _Request:
     bytes_sent: int = 0
     chunks_sent: int = 0
     compute_s: float = 0.0
-    task: asyncio.Task[None] | None = None
-    """Its synthesis, once started."""
-    after: asyncio.Event | None = None
-    """Set once every frame of the request before it is queued (None: nothing before it): until
-    then its own frames are `held`."""
-    held: list[_Item] = field(default_factory=list)
-    """Frames made while the request before it still queues its own, in order."""
-    audible: asyncio.Event = field(default_factory=asyncio.Event)
-    """Some of its audio is queued for the listener."""
-    done: asyncio.Event = field(default_factory=asyncio.Event)
-    """Its synthesis has ended (every frame queued, or cancelled, or failed)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,7 +112,6 @@ class _Audio:
     request: _Request
     timestamps: Timestamps | None
     frames: tuple[bytes, ...]
-    duration_s: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -201,21 +169,6 @@ class Outbox:
 
 def _request_of(item: _Item) -> _Request | None:
     return None if isinstance(item, _End) else item.request
-
-
-def _task_of(request: _Request) -> asyncio.Task[None]:
-    if request.task is None:
-        raise RuntimeError(f"request {request.request_id!r} has not started")
-    return request.task
-
-
-def _reap(active: list[_Request]) -> None:
-    """Forget the requests whose synthesis has ended; an unexpected failure of one ends the session."""
-    for request in [request for request in active if _task_of(request).done()]:
-        active.remove(request)
-        task = _task_of(request)
-        if not task.cancelled() and (exc := task.exception()) is not None:
-            raise exc
 
 
 @dataclass(eq=False)
@@ -295,6 +248,7 @@ class Session:
         """When the last message arrived or the last request ended (the idle clock)."""
         self._open: dict[str, _Request] = {}
         """Requests accepted and not yet completed, failed or cancelled, oldest first."""
+        self._current: tuple[_Request, asyncio.Task[None]] | None = None
         self._closing = False
         self._clock = PlaybackClock()
         """When the audio this session produced ends playing: chunks are sized by it (`schedule.PlaybackClock`)."""
@@ -447,8 +401,8 @@ class Session:
         self._clock.reset()  # the listener drops what it has buffered
         self._pending.remove(target)
         self._metrics.cancel()
-        if target.task is not None:
-            target.task.cancel()
+        if self._current is not None and self._current[0] is target:
+            self._current[1].cancel()
         await self._outbox.drop(target)
         await self._outbox.put(_Control(Cancelled(request_id=target.request_id)))
 
@@ -461,74 +415,29 @@ class Session:
     # --- producer ---------------------------------------------------------------------------
 
     async def _produce(self) -> None:
-        """Synthesize accepted requests in the order they arrived: one at a time, or with
-        `lookahead_requests` more started once the one before them is audible (see the module)."""
-        active: list[_Request] = []
-        previous: _Request | None = None
-        try:
-            while (request := await self._pending.get()) is not None:
-                if request.cancelled:
-                    continue  # cancelled while it waited; `cancelled` is already queued
-                await self._room_for_one_more(active)
-                if request.cancelled:
-                    continue
-                request.after = None if previous is None or previous.done.is_set() else previous.done
-                request.task = asyncio.create_task(self._synthesize(request), name=f"{self._lane.name}-synthesize")
-                active.append(request)
-                previous = request
-            while active:
-                await asyncio.wait({_task_of(active[0])})
-                _reap(active)
-        finally:
-            for request in active:
-                _task_of(request).cancel()
-        await self._outbox.put(_End())
-
-    async def _room_for_one_more(self, active: list[_Request]) -> None:
-        """Return once another request may start: none is being synthesized, or fewer than
-        `1 + lookahead_requests` are and the newest of them has given the listener audio."""
-        while True:
-            _reap(active)
-            if not active or (len(active) <= self._limits.lookahead_requests and active[-1].audible.is_set()):
-                return
-            audible = asyncio.ensure_future(active[-1].audible.wait())
+        """Synthesize accepted requests one after another, in the order they arrived."""
+        while (request := await self._pending.get()) is not None:
+            if request.cancelled:
+                continue  # cancelled while it waited; `cancelled` is already queued
+            task = asyncio.create_task(self._synthesize(request))
+            self._current = (request, task)
             try:
-                await asyncio.wait({_task_of(active[0]), audible}, return_when=asyncio.FIRST_COMPLETED)
+                await asyncio.wait({task})
             finally:
-                audible.cancel()
+                self._current = None
+                task.cancel()
+            if not task.cancelled() and (exc := task.exception()) is not None:
+                raise exc
+        await self._outbox.put(_End())
 
     async def _synthesize(self, request: _Request) -> None:
         try:
             await self._synthesize_chunks(request)
-            if request.after is not None:
-                await request.after.wait()
-            await self._release(request)
         finally:
             self._policy.finish()
-            request.held.clear()
-            request.done.set()
-
-    async def _emit(self, request: _Request, item: _Item) -> None:
-        """Queue `item` for the writer, or hold it while the request before this one still queues
-        its own frames; a request ahead holds at most `max_queued_chunks` chunks, then waits."""
-        request.held.append(item)
-        if request.after is not None and not request.after.is_set():
-            if sum(isinstance(held, _Audio) for held in request.held) < self._limits.max_queued_chunks:
-                return
-            await request.after.wait()
-        await self._release(request)
-
-    async def _release(self, request: _Request) -> None:
-        """Queue the request's held frames in order; audio counts on the playback clock from now."""
-        while request.held:
-            item = request.held.pop(0)
-            await self._outbox.put(item)
-            if isinstance(item, _Audio):
-                self._clock.delivered(time.perf_counter(), item.duration_s)
-                request.audible.set()
 
     async def _synthesize_chunks(self, request: _Request) -> None:
-        await self._emit(request, _Control(SynthesisStart(request_id=request.request_id), request=request))
+        await self._outbox.put(_Control(SynthesisStart(request_id=request.request_id), request=request))
         remaining, index, produced_s = request.text, 0, 0.0
         while True:
             ahead = self._clock.ahead_s(time.perf_counter())
@@ -543,11 +452,11 @@ class Session:
                     if request.timestamps
                     else None
                 )
-                frames = split_frames(audio.pcm, self._limits.frame_bytes)
-                await self._emit(request, _Audio(request, words, frames, audio.duration_s))
+                await self._outbox.put(_Audio(request, words, split_frames(audio.pcm, self._limits.frame_bytes)))
+                self._clock.delivered(time.perf_counter(), audio.duration_s)
                 index, produced_s = index + 1, produced_s + audio.duration_s
             remaining = chunk.rest
-        await self._emit(request, _Complete(request))
+        await self._outbox.put(_Complete(request))
 
     async def _chunk_audio(
         self, request: _Request, text: str, *, from_silence: bool
@@ -604,14 +513,14 @@ class Session:
             # The scheduler has logged the stuck job; this request fails, the session goes on.
             logger.warning("session %s: request %s failed: %s", self._lane.name, request.request_id, exc)
             failure = ErrorEvent(request.request_id, ErrorCode.SYNTHESIS_FAILED.value, str(exc))
-            await self._emit(request, _Control(failure, request=request, finishes=True))
+            await self._outbox.put(_Control(failure, request=request, finishes=True))
             return None
         except Exception:  # the engine boundary: any model failure fails this request only, not the session
             logger.exception("session %s: synthesis of request %s failed", self._lane.name, request.request_id)
             failure = ErrorEvent(
                 request.request_id, ErrorCode.SYNTHESIS_FAILED.value, "synthesis failed; see server logs"
             )
-            await self._emit(request, _Control(failure, request=request, finishes=True))
+            await self._outbox.put(_Control(failure, request=request, finishes=True))
             return None
 
     def _computed(self, request: _Request, text: str, compute_s: float) -> None:

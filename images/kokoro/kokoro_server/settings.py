@@ -26,7 +26,6 @@ Precision = Literal["fp32", "bf16", "fp16"]
 Chunking = Literal["adaptive", "sentence", "none"]
 LogLevel = Literal["debug", "info", "warning", "error"]
 Concurrency = int | Literal["auto"]
-Lookahead = Literal["auto", "off"]
 
 MAX_CONCURRENCY: Final = 64
 SAGEMAKER_MODEL_DIR: Final = Path("/opt/ml/model")
@@ -140,14 +139,6 @@ class Settings:
             "syntheses running at once; 'auto' is 2 on a CPU of up to 3 cores, one per 2 cores above, 2 on a "
             "GPU (see kokoro_server/concurrency.py); more waits",
             _concurrency(),
-        ),
-    )
-    lookahead: Lookahead = field(
-        default="auto",
-        metadata=_spec(
-            "'auto': when several syntheses run at once, a session starts its next request while the "
-            "current one plays (two jobs side by side, frames still in order); 'off': one request at a time",
-            _choice("auto", "off"),
         ),
     )
     max_text_chars: int = field(
