@@ -8,14 +8,22 @@ and the table gives the audio seconds made per wall second, side by side in one 
 - `1 x all cores` is a lone session's speed (its real-time factor is the inverse);
 - `2 x 1` (on 2 cores) against it is the throughput that running two at a time gains;
 - `2 x all cores` shows what oversubscribing the cores costs or gains.
+
+`--busy F` runs the same beside another process that keeps F of one core busy (busy for F of every
+10 ms, asleep the rest), the way a browser or an agent shares a laptop's cores with the model: a
+multi-thread synthesis waits at every barrier for whichever of its threads that process preempted,
+single-thread ones do not (the measurement behind a session's look-ahead, `kokoro_server.session`).
 """
 
 from __future__ import annotations
 
 import argparse
+import multiprocessing
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from multiprocessing.process import BaseProcess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
@@ -85,6 +93,44 @@ def measure(engine: SpeechEngine, config: Config, seconds: float) -> Outcome:
     return Outcome(config, sum(audio), time.perf_counter() - started)
 
 
+BUSY_PERIOD_S: Final = 0.01
+
+
+def busy_loop(duty: float) -> None:
+    """Keep `duty` of one core busy, forever: busy for that share of every `BUSY_PERIOD_S`, asleep the rest."""
+    while True:
+        started = time.perf_counter()
+        while time.perf_counter() - started < duty * BUSY_PERIOD_S:
+            pass
+        time.sleep((1 - duty) * BUSY_PERIOD_S)
+
+
+@contextmanager
+def background_load(duty: float) -> Iterator[BaseProcess | None]:
+    """Another process keeping `duty` of a core busy while the block runs (none when `duty` is 0)."""
+    if duty == 0:
+        yield None
+        return
+    process = multiprocessing.get_context("spawn").Process(target=busy_loop, args=(duty,), daemon=True)
+    process.start()
+    try:
+        yield process
+    finally:
+        process.terminate()
+        process.join(timeout=5)
+
+
+def busy_fraction(raw: str) -> float:
+    """The `--busy` value: a share of one core in [0, 0.95]."""
+    try:
+        value = float(raw)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--busy must be a number from 0 to 0.95, got {raw!r}") from None
+    if not 0 <= value <= 0.95:
+        raise argparse.ArgumentTypeError(f"--busy must be a number from 0 to 0.95, got {raw!r}")
+    return value
+
+
 def render(outcomes: Sequence[Outcome], setup: str) -> str:
     """One table: each configuration's rate and its ratio to the first (a lone session). Pure."""
     base = outcomes[0].rate
@@ -97,6 +143,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model-dir", type=Path, help="weights (default: the generated random-weight checkpoint)")
     parser.add_argument("--seconds", type=float, default=15.0, help="seconds per configuration (default 15)")
+    parser.add_argument(
+        "--busy", type=busy_fraction, default=0.0, help="share of a core another process keeps busy meanwhile (0)"
+    )
     args = parser.parse_args(argv)
     if args.seconds <= 0:
         parser.error(f"--seconds must be positive, got {args.seconds}")
@@ -107,8 +156,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     cores = usable_cores()
     engine = KokoroEngine.load(args.model_dir or ensure_random_weights())
     engine.synthesize(SENTENCES[0], engine.default_voice, 1.0)  # warm-up
-    outcomes = [measure(engine, config, args.seconds) for config in configs(cores)]
-    print(render(outcomes, f"{cpu_name()}, {cores} usable cores, {args.seconds:g} s per configuration"))
+    with background_load(args.busy):
+        outcomes = [measure(engine, config, args.seconds) for config in configs(cores)]
+    beside = f"; another process keeping {args.busy:.0%} of a core busy" if args.busy else ""
+    print(render(outcomes, f"{cpu_name()}, {cores} usable cores, {args.seconds:g} s per configuration{beside}"))
 
 
 if __name__ == "__main__":

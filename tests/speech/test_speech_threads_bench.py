@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from bench.threads import SENTENCES, Config, Outcome, configs, main, measure, render
+from bench.threads import SENTENCES, Config, Outcome, background_load, configs, main, measure, render
 from kokoro_server.engine import ZeroCostEngine
 
 
@@ -52,3 +52,21 @@ def test_a_non_positive_duration_is_refused(capsys: pytest.CaptureFixture[str]) 
         main(["--seconds", "0"])
     assert exited.value.code == 2
     assert "--seconds must be positive, got 0.0" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("raw", ["-0.1", "0.96", "half", "nan"])
+def test_a_busy_share_outside_0_to_0_95_is_refused(raw: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--busy", raw])
+    assert exit_info.value.code == 2
+    assert f"argument --busy: --busy must be a number from 0 to 0.95, got {raw!r}" in capsys.readouterr().err
+
+
+def test_the_background_load_runs_while_the_block_runs_and_stops_after() -> None:
+    with background_load(0.0) as none:
+        assert none is None
+    with background_load(0.3) as process:
+        assert process is not None
+        assert process.is_alive()
+    assert not process.is_alive()
+    assert process.exitcode is not None
