@@ -275,3 +275,35 @@ def test_a_malformed_words_event_is_refused(page: Page, web_stacks: WebStacks, w
         f'{{"type": "words", "words": {words}}}',
     )
     assert result == {"code": "invalid_event", "message": message}
+
+
+COUNT_MUTATIONS = """
+() => {
+  window.mutationCounts = {};
+  for (const id of ["answer", "first-text", "underruns"]) {
+    window.mutationCounts[id] = 0;
+    new MutationObserver((records) => { window.mutationCounts[id] += records.length; }).observe(
+      document.getElementById(id), { childList: true, characterData: true, subtree: true });
+  }
+}
+"""
+
+
+def test_the_page_redraws_a_burst_of_text_once_and_unchanged_text_never(page: Page, web_stacks: WebStacks) -> None:
+    """The page shares the machine with the model (app.js `setText`, `renderSoon`): 60 text events
+    arriving together are drawn in a few redraws, not 60, and a figure that does not change is not
+    rewritten on each of the ~23 player reports a second while the audio plays."""
+    words = [f"word{n}" for n in range(60)]
+    events = answer_events("", int(1.2 * RATE))
+    events[1:2] = [{"type": "text_delta", "text": word + " "} for word in words]
+    stack = web_stacks.start(paced_script(lambda _: [sse_bytes(events)]))
+    open_page(page, stack.url)
+    page.evaluate(COUNT_MUTATIONS)
+    ask(page, "Count to sixty.")
+    wait_answered(page, 1)
+
+    counts = page.evaluate("window.mutationCounts")
+    assert page.evaluate("document.getElementById('answer').textContent") == "".join(f"{w} " for w in words)
+    assert counts["answer"] <= 5, counts  # one per redraw, at most one redraw per 100 ms
+    assert counts["first-text"] <= 2, counts  # "–", then the time, each once
+    assert counts["underruns"] <= 2, counts
