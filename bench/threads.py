@@ -12,7 +12,8 @@ and the table gives the audio seconds made per wall second, side by side in one 
 `--busy F` runs the same beside another process that keeps F of one core busy (busy for F of every
 10 ms, asleep the rest), the way a browser or an agent shares a laptop's cores with the model: a
 multi-thread synthesis waits at every barrier for whichever of its threads that process preempted,
-single-thread ones do not (the measurement behind a session's look-ahead, `kokoro_server.session`).
+single-thread ones do not (images/kokoro/README.md, Performance: why the page's model slows, and the
+session look-ahead this suggested, measured in the page and not adopted).
 """
 
 from __future__ import annotations
