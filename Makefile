@@ -25,7 +25,7 @@ FIND_PY312 = for p in python3.12 $$(ls -d $$HOME/.pyenv/versions/3.12*/bin/pytho
 export PYTHONPATH := $(CURDIR):$(CURDIR)/images/kokoro
 export PYTHONUNBUFFERED := 1
 
-.PHONY: help env system-deps local test lint typecheck unit bench bench-gapless lab weights lock bench-bargein bench-segmenters bench-soak bench-hostile bench-peers bench-agent-clients bench-threads bench-page bench-windows
+.PHONY: help env system-deps local test lint typecheck unit bench bench-gapless lab weights lock bench-bargein bench-segmenters bench-soak bench-hostile bench-peers bench-agent-clients bench-threads bench-page bench-windows bench-fused
 
 help:
 	@echo "make local   - run the local stack (speech server, SageMaker stand-in, agent, browser page)"
@@ -40,6 +40,7 @@ help:
 	@echo "make bench-peers BENCH_ARGS='--peer-url URL' - this server beside Kokoro-FastAPI, one table"
 	@echo "make bench-agent-clients - agent set-up per call: per-invocation vs per-process clients"
 	@echo "make bench-threads - the engine alone: syntheses at once x intra-op threads, audio-s per s (the concurrency rule)"
+	@echo "make bench-fused - the engine alone: Kokoro's modules as published vs fused, s per audio s and first piece"
 	@echo "make bench-page - the page in Chromium, stream vs batch: underruns and first audio (full-size model)"
 	@echo "make bench-windows - a first chunk's windows by vocoder speed, fixed vs sized plan (add BENCH_ARGS=--measure)"
 	@echo "make lock    - after changing dependencies in pyproject.toml: re-resolve uv.lock, re-export image pins"
@@ -119,6 +120,9 @@ bench-page: env system-deps
 
 bench-threads: env
 	"$(PY)" -m bench.threads $(BENCH_ARGS)
+
+bench-fused: env
+	"$(PY)" -m bench.fused $(BENCH_ARGS)
 
 bench-windows: env
 	"$(PY)" -m bench.windows $(BENCH_ARGS)

@@ -20,6 +20,7 @@ import numpy as np
 from kokoro_server import model_pin
 from kokoro_server.capability import Probe, probe_bf16_cpu, require_precision
 from kokoro_server.engine import ChunkAudio, float_to_pcm16
+from kokoro_server.fused import fuse
 from kokoro_server.g2p import offline_spacy_model
 from kokoro_server.weights import voice_files
 from kokoro_server.windowed import SAMPLES_PER_STEP, WindowPlan, decode_pieces, encode_chunk
@@ -119,6 +120,7 @@ class KokoroEngine:
         precision: str = "fp32",
         real_istft: bool | None = None,
         probe: Probe = probe_bf16_cpu,
+        fused: bool = True,
     ) -> KokoroEngine:
         """Load config, checkpoint and every voice of `model_dir`; verify the checkpoint.
 
@@ -126,7 +128,10 @@ class KokoroEngine:
         required under reduced precision: the default iSTFT multiplies the phase by 1j, which under
         bf16 autocast makes a bf16 complex tensor that PyTorch cannot multiply on a CPU. None means
         "only when the precision is not fp32". `probe` checks that this CPU runs bf16 (see
-        `capability`): a CPU without native bf16 is refused before anything is loaded.
+        `capability`): a CPU without native bf16 is refused before anything is loaded. `fused`
+        folds weight norm and fuses the AdaIN blocks' element-wise work (`fused`: same values to
+        float rounding, fewer passes over memory); False keeps Kokoro's modules as published
+        (the side-by-side benchmark, `bench.fused`).
         """
         if precision not in PRECISIONS:
             raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
@@ -146,6 +151,8 @@ class KokoroEngine:
         count = verify_checkpoint_loaded(model, checkpoint)
         logger.info("loaded %d checkpoint tensors from %s", count, checkpoint)
         model = model.to(device).eval()
+        if fused:
+            logger.info("fused: %s", fuse(model))
         with offline_spacy_model() as spacy_model:
             pipeline = KPipeline(lang_code=model_pin.LANG_CODE, repo_id=model_pin.REPO_ID, model=False)
         logger.info("G2P ready (spaCy model: %s)", spacy_model)
