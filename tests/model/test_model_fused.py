@@ -152,3 +152,19 @@ def test_fused_blocks_with_every_parameter_random_compute_kokoros_values() -> No
         single_ours = norm(x, s)
     torch.testing.assert_close(ours, theirs, rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(single_ours, single_theirs, rtol=1e-5, atol=1e-5)
+
+
+def test_fused_blocks_run_under_bf16_autocast_as_kokoros_do() -> None:
+    """The server's bf16 setting runs the model under autocast: the style's linear layer then
+    returns bf16 and the norms keep fp32 parameters. The fused blocks must accept that mix, as
+    Kokoro's do, and agree with them to bf16 precision."""
+    torch.manual_seed(6)
+    block, published = (AdaINResBlock1(channels=16, kernel_size=3, dilation=(1, 3, 5), style_dim=8) for _ in "ab")
+    published.load_state_dict(block.state_dict())
+    fuse(torch.nn.ModuleList([block]))
+    x, s = torch.randn(1, 16, 200), torch.randn(1, 8)
+    with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16):
+        theirs = published(x, s)
+        ours = block(x, s)
+    assert ours.shape == theirs.shape
+    torch.testing.assert_close(ours.float(), theirs.float(), rtol=0.05, atol=0.05)
