@@ -18,6 +18,7 @@ import torch
 
 from kokoro_server.kokoro_engine import KokoroEngine
 from kokoro_server.windowed import SAMPLES_PER_STEP, WindowPlan, decode_pieces, encode_chunk
+from speech_protocol import SAMPLE_RATE
 
 pytestmark = pytest.mark.model
 
@@ -74,9 +75,13 @@ def test_windowed_audio_is_whole_chunk_audio_within_the_stated_bound(
     assert float((exact - whole).abs().max()) < 1e-4
 
 
-@pytest.mark.parametrize(("crowd", "first_steps"), [(0, PLAN.first_steps), (3, PLAN.min_first_steps)])
+# Alone at an unmeasured speed the first window is the default 72 steps moved to the nearest word end:
+# "brown" ends at step 87 (0.3 s of slack allows 48 to 96; "quick" ends at 51, farther). A crowd's is 20.
+@pytest.mark.parametrize(("crowd", "first_steps"), [(0, 87), (3, PLAN.min_first_steps)])
 def test_the_engine_pieces_add_up_to_the_chunk(kokoro_engine: KokoroEngine, crowd: int, first_steps: int) -> None:
     whole = kokoro_engine.synthesize(TEXT, "af_heart", 1.0)
+    word_ends = [round(w.end_s * SAMPLE_RATE / SAMPLES_PER_STEP) for w in whole.words]
+    assert word_ends[:3] == [15, 51, 87]
     asked: list[int] = []
 
     def others_waiting() -> int:
@@ -89,7 +94,7 @@ def test_the_engine_pieces_add_up_to_the_chunk(kokoro_engine: KokoroEngine, crow
         buffered.append(100.0)
         return 100.0  # plenty: every later window is the longest (and the plan is the default one)
 
-    kokoro_engine.vocoder_s_per_step = None  # unmeasured: the first window is the plan's default
+    kokoro_engine.vocoder_s_per_step = None  # unmeasured: the plan's default first window, at a word end
     pieces = list(
         kokoro_engine.synthesize_pieces(TEXT, "af_heart", 1.0, others_waiting=others_waiting, ahead_s=ahead_s)
     )

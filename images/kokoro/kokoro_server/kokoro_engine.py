@@ -242,8 +242,9 @@ class KokoroEngine:
                 encoded = encode_chunk(self._model, phonemes, pack[len(phonemes) - 1], speed)
                 KPipeline.join_timestamps(tokens, encoded.pred_dur.cpu())
             crowd = others_waiting() if others_waiting is not None and number == 1 else 0
-            first = plan.first_for(crowd, encoded.vocoder_steps, self.vocoder_s_per_step)
             timed = [t for t in tokens if t.start_ts is not None and t.end_ts is not None]
+            word_ends = sorted({round(t.end_ts * SAMPLE_RATE / SAMPLES_PER_STEP) for t in timed})
+            first = plan.first_for(crowd, encoded.vocoder_steps, self.vocoder_s_per_step, word_ends)
             done, total = 0, encoded.vocoder_steps * SAMPLES_PER_STEP
             pieces = decode_pieces(
                 self._model.decoder,

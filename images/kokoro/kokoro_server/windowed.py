@@ -18,7 +18,7 @@ defaults it is bounded as `tests/model/test_model_windowed.py` states.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
@@ -76,6 +76,8 @@ class WindowPlan:
     margin: float = 0.8
     """The share of the listener's buffered audio a window's predicted vocoding may take: the rest
     absorbs a misprediction (machine noise, the second window's remaining frame-rate layers)."""
+    word_slack_steps: int = 24
+    """How far (0.3 s) the default first window may move to end between two words (`first_for`)."""
 
     def __post_init__(self) -> None:
         if self.first_steps < 1 or self.window_steps < 1 or self.context_steps < 0:
@@ -86,25 +88,42 @@ class WindowPlan:
             raise ValueError("need 1 <= min_window_steps <= window_steps and min_tail_steps >= 0")
         if not 0 < self.margin <= 1:
             raise ValueError(f"need 0 < margin <= 1, got {self.margin}")
+        if self.word_slack_steps < 0:
+            raise ValueError(f"need word_slack_steps >= 0, got {self.word_slack_steps}")
 
-    def first_for(self, others_waiting: int, steps: int | None = None, s_per_step: float | None = None) -> int:
+    def first_for(
+        self,
+        others_waiting: int,
+        steps: int | None = None,
+        s_per_step: float | None = None,
+        word_ends: Sequence[int] = (),
+    ) -> int:
         """The first window of a chunk of `steps` input steps. Pure.
 
         With `others_waiting` other listeners waiting in silence for the engine, their first audio
         waits for this one's first piece (or runs beside it at half the speed), so the first window
         shrinks with the crowd: `first_steps / (1 + others)`, at least `min_first_steps`. Alone, at a
         known vocoder speed, the shortest first window, up to `max_first_steps`, from which the rest
-        of the chunk plays without a gap (`plays_gapless`); when none does, or the speed is unknown,
-        `first_steps`.
+        of the chunk plays without a gap (`plays_gapless`). When none does, or the speed is unknown,
+        `first_steps`, moved to the nearest of `word_ends` (the steps where the chunk's words end)
+        within `word_slack_steps` and the first window's limits: the listener may then wait for the
+        second window, and a wait between two words is a pause, one inside a word a stutter.
         """
         if others_waiting > 0:
             return max(self.min_first_steps, self.first_steps // (1 + others_waiting))
-        if steps is None or s_per_step is None or s_per_step <= 0:
-            return self.first_steps
-        for first in range(self.min_first_steps, self.max_first_steps + 1):
-            if self.plays_gapless(first, steps, s_per_step):
-                return first
-        return self.first_steps
+        if steps is not None and s_per_step is not None and s_per_step > 0:
+            for first in range(self.min_first_steps, self.max_first_steps + 1):
+                if self.plays_gapless(first, steps, s_per_step):
+                    return first
+        return self.at_word_end(self.first_steps, word_ends)
+
+    def at_word_end(self, first: int, word_ends: Sequence[int]) -> int:
+        """`first`, or the nearest of `word_ends` within `word_slack_steps` of it and within
+        [`min_first_steps`, `max_first_steps`] (the shorter on a tie: earlier audio). Pure."""
+        lo = max(self.min_first_steps, first - self.word_slack_steps)
+        hi = min(self.max_first_steps, first + self.word_slack_steps)
+        candidates = [end for end in word_ends if lo <= end <= hi]
+        return min(candidates, key=lambda end: (abs(end - first), end)) if candidates else first
 
     def next_steps(self, remaining: int, ahead_s: float | None = None, s_per_step: float | None = None) -> int:
         """The next window after the first, with `remaining` input steps left, the listener holding
