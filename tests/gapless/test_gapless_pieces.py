@@ -228,20 +228,19 @@ def test_windows_cut_by_next_steps_never_run_a_playback_clock_dry_at_the_measure
 
 
 def test_a_first_window_that_leaves_a_gap_ends_between_two_words() -> None:
-    """Unknown speed, or too slow for any gapless first window: the default 72 steps moves to the
-    nearest word end within 24 steps (0.3 s) and the first window's limits (20 to 96)."""
-    assert PLAN.at_word_end(72, [15, 51, 87, 126]) == 87  # 15 away, against 21 for 51
-    assert PLAN.at_word_end(72, [63, 81]) == 63  # the nearer one, shorter or longer
-    assert PLAN.at_word_end(72, [66, 78]) == 66  # a tie: the shorter, for earlier audio
-    assert PLAN.at_word_end(72, [72]) == 72
-    assert PLAN.at_word_end(72, [47, 97]) == 72  # 25 away each side: none within the slack
-    assert PLAN.at_word_end(90, [97, 100]) == 90  # past `max_first_steps` (96): the window stays
-    assert PLAN.at_word_end(30, [19, 21]) == 21  # under `min_first_steps` (20): not taken
+    """Unknown speed, or too slow for any gapless first window: the default 72 steps moves back to
+    the last word end within 24 steps (0.3 s), never later (first audio never waits longer)."""
+    assert PLAN.at_word_end(72, [15, 51, 87, 126]) == 51  # 87 is nearer, but later
+    assert PLAN.at_word_end(72, [40, 55, 63, 81]) == 63  # the last one before
+    assert PLAN.at_word_end(72, [72, 80]) == 72
+    assert PLAN.at_word_end(72, [47, 73]) == 72  # 25 back is past the slack, 73 is later: none
+    assert PLAN.at_word_end(30, [5, 19]) == 30  # under `min_first_steps` (20): not taken
+    assert PLAN.at_word_end(30, [20]) == 20
     assert PLAN.at_word_end(72, []) == 72
-    assert WindowPlan(word_slack_steps=0).at_word_end(72, [71, 73]) == 72
+    assert WindowPlan(word_slack_steps=0).at_word_end(72, [71]) == 72
     ends = [15, 51, 87, 126]
-    assert PLAN.first_for(0, 400, None, ends) == PLAN.first_for(0, 400, 0.0, ends) == 87
-    assert PLAN.first_for(0, 400, CPU, ends) == 87  # too slow for a gapless plan: a gap is coming
+    assert PLAN.first_for(0, 400, None, ends) == PLAN.first_for(0, 400, 0.0, ends) == 51
+    assert PLAN.first_for(0, 400, CPU, ends) == 51  # too slow for a gapless plan: a gap is coming
     assert PLAN.first_for(0, 400, GPU, ends) == 20  # a gapless plan: the shortest first window as before
     assert PLAN.first_for(0, 400, MID, ends) == 61
     assert PLAN.first_for(2, 400, CPU, ends) == 24  # a crowd: as short as the crowd rule says

@@ -77,7 +77,7 @@ class WindowPlan:
     """The share of the listener's buffered audio a window's predicted vocoding may take: the rest
     absorbs a misprediction (machine noise, the second window's remaining frame-rate layers)."""
     word_slack_steps: int = 24
-    """How far (0.3 s) the default first window may move to end between two words (`first_for`)."""
+    """How far back (0.3 s) the default first window may move to end between two words (`first_for`)."""
 
     def __post_init__(self) -> None:
         if self.first_steps < 1 or self.window_steps < 1 or self.context_steps < 0:
@@ -105,9 +105,9 @@ class WindowPlan:
         shrinks with the crowd: `first_steps / (1 + others)`, at least `min_first_steps`. Alone, at a
         known vocoder speed, the shortest first window, up to `max_first_steps`, from which the rest
         of the chunk plays without a gap (`plays_gapless`). When none does, or the speed is unknown,
-        `first_steps`, moved to the nearest of `word_ends` (the steps where the chunk's words end)
-        within `word_slack_steps` and the first window's limits: the listener may then wait for the
-        second window, and a wait between two words is a pause, one inside a word a stutter.
+        `first_steps`, moved back to the last of `word_ends` (the steps where the chunk's words
+        end) within `word_slack_steps` (`at_word_end`): the listener may then wait for the second
+        window, and a wait between two words is a pause, one inside a word a stutter.
         """
         if others_waiting > 0:
             return max(self.min_first_steps, self.first_steps // (1 + others_waiting))
@@ -118,12 +118,12 @@ class WindowPlan:
         return self.at_word_end(self.first_steps, word_ends)
 
     def at_word_end(self, first: int, word_ends: Sequence[int]) -> int:
-        """`first`, or the nearest of `word_ends` within `word_slack_steps` of it and within
-        [`min_first_steps`, `max_first_steps`] (the shorter on a tie: earlier audio). Pure."""
+        """The last of `word_ends` at most `first` and at most `word_slack_steps` before it (and not
+        under `min_first_steps`), else `first`. Never later: first audio is what the listener waits
+        for, and a gap is coming anyway. Pure."""
         lo = max(self.min_first_steps, first - self.word_slack_steps)
-        hi = min(self.max_first_steps, first + self.word_slack_steps)
-        candidates = [end for end in word_ends if lo <= end <= hi]
-        return min(candidates, key=lambda end: (abs(end - first), end)) if candidates else first
+        candidates = [end for end in word_ends if lo <= end <= first]
+        return max(candidates) if candidates else first
 
     def next_steps(self, remaining: int, ahead_s: float | None = None, s_per_step: float | None = None) -> int:
         """The next window after the first, with `remaining` input steps left, the listener holding
