@@ -51,7 +51,8 @@ class WindowPlan:
 
     first_steps: int = 72
     """The first window when alone and the speed is unknown, or too slow for any window to keep
-    up: 0.9 s of audio (its vocoder work measured about half of a 3.5 s chunk's)."""
+    up: 0.9 s of audio (its vocoder work measured about half of a 3.5 s chunk's), moved back to
+    the last word end within `word_slack_steps` when the words' timing is given (`at_word_end`)."""
     min_first_steps: int = 20
     """The shortest first window (0.25 s): with a crowd waiting in silence (`first_for`), or alone
     on an engine fast enough to grow the windows from there without a gap."""
