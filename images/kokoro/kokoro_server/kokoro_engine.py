@@ -23,7 +23,7 @@ from kokoro_server.engine import ChunkAudio, float_to_pcm16
 from kokoro_server.fused import fuse
 from kokoro_server.g2p import offline_spacy_model
 from kokoro_server.weights import voice_files
-from kokoro_server.windowed import SAMPLES_PER_STEP, WindowPlan, decode_pieces, encode_chunk
+from kokoro_server.windowed import SAMPLES_PER_STEP, STEP_S, WindowPlan, decode_pieces, encode_chunk
 from speech_protocol import SAMPLE_RATE, WordTiming
 
 if TYPE_CHECKING:
@@ -243,7 +243,7 @@ class KokoroEngine:
                 KPipeline.join_timestamps(tokens, encoded.pred_dur.cpu())
             crowd = others_waiting() if others_waiting is not None and number == 1 else 0
             timed = [t for t in tokens if t.start_ts is not None and t.end_ts is not None]
-            word_ends = sorted({round(t.end_ts * SAMPLE_RATE / SAMPLES_PER_STEP) for t in timed})
+            word_ends = sorted({round(t.end_ts / STEP_S) for t in timed})
             first = plan.first_for(crowd, encoded.vocoder_steps, self.vocoder_s_per_step, word_ends)
             done, total = 0, encoded.vocoder_steps * SAMPLES_PER_STEP
             pieces = decode_pieces(
