@@ -13,26 +13,26 @@ PLAN = WindowPlan()
 
 
 def test_the_fixed_plan_stutters_where_the_sized_one_plays_through() -> None:
-    # 0.004 s per vocoded step: 3 s of audio (240 steps + 16 of context on each side) take 1.09 s,
-    # longer than the 0.9 s first window plays: a 0.19 s gap.
+    # 0.004 s per vocoded step: 3 s of audio (240 steps + 11 of context on each side) take 1.05 s,
+    # longer than the 0.9 s first window plays: a 0.15 s gap.
     fixed = play(PLAN, "fixed", 400, 0.004)
     assert (fixed.windows, fixed.underruns) == ((72, 240, 88), 1)
-    assert fixed.first_work_s == pytest.approx(0.004 * 88)
-    assert fixed.silence_s == pytest.approx(0.004 * 272 - 0.9)
+    assert fixed.first_work_s == pytest.approx(0.004 * 88)  # 16 steps of context after a first window
+    assert fixed.silence_s == pytest.approx(0.004 * 262 - 0.9)
     assert isinstance(fixed, Played)
     sized = play(PLAN, "sized", 400, 0.004)
-    assert sized.windows == (61, 120, 219)  # 61 + 120 + 219 = 400
+    assert sized.windows == (25, 40, 90, 245)  # 25 + 40 + 90 + 245 = 400, each one made while the last plays
     assert sized.underruns == 0
     assert sized.silence_s == 0.0
-    assert sized.first_work_s == pytest.approx(0.004 * (61 + 16))  # the first window: right context only
+    assert sized.first_work_s == pytest.approx(0.004 * (25 + 16))  # the first window: right context only
 
 
 def test_a_longer_first_window_buys_a_gapless_chunk_within_its_limit() -> None:
-    assert play(PLAN, "sized", 240, 0.006).windows == (92, 148)
-    assert play(PLAN, "sized", 240, 0.006).underruns == 0
-    assert play(PLAN, "fixed", 240, 0.006).underruns == 1
-    # Past what 1.2 s of first audio can buy (this 2-core CPU), both plans are the same.
-    assert play(PLAN, "sized", 400, 0.0095) == play(PLAN, "fixed", 400, 0.0095)
+    assert play(PLAN, "sized", 240, 0.0105).windows == (91, 64, 85)
+    assert play(PLAN, "sized", 240, 0.0105).underruns == 0
+    assert play(PLAN, "fixed", 240, 0.0105).underruns == 1
+    # Past what 1.2 s of first audio can buy, both plans are the same.
+    assert play(PLAN, "sized", 400, 0.012) == play(PLAN, "fixed", 400, 0.012)
 
 
 def test_the_table_has_one_row_per_speed_chunk_and_plan() -> None:
@@ -40,8 +40,8 @@ def test_the_table_has_one_row_per_speed_chunk_and_plan() -> None:
     assert lines[1] == "measured here: 0.0095"
     rows = [line for line in lines if line.startswith("| 0.004 ")]
     assert rows == [
-        "| 0.004 | 0.32 | 5 | fixed | 0.90 | 0.35 | 72 240 88 | 1 | 0.19 |",
-        "| 0.004 | 0.32 | 5 | sized | 0.76 | 0.31 | 61 120 219 | 0 | 0.00 |",
+        "| 0.004 | 0.32 | 5 | fixed | 0.90 | 0.35 | 72 240 88 | 1 | 0.15 |",
+        "| 0.004 | 0.32 | 5 | sized | 0.31 | 0.16 | 25 40 90 245 | 0 | 0.00 |",
     ]
 
 
@@ -57,6 +57,6 @@ def test_main_prints_the_table(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--speeds", "0.02", "--chunks", "3"]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[-2:] == [
-        "| 0.02 | 1.60 | 3 | fixed | 0.90 | 1.76 | 72 168 | 1 | 2.78 |",
-        "| 0.02 | 1.60 | 3 | sized | 0.90 | 1.76 | 72 168 | 1 | 2.78 |",
+        "| 0.02 | 1.60 | 3 | fixed | 0.90 | 1.76 | 72 168 | 1 | 2.68 |",
+        "| 0.02 | 1.60 | 3 | sized | 0.90 | 1.76 | 72 168 | 1 | 2.68 |",
     ]

@@ -7,7 +7,9 @@ separate operations, each allocating a new tensor:
 
 - `AdaIN1d`: instance normalisation, then `(1 + gamma) * x + beta` (two more passes). The style's
   gamma and beta are per channel, so they fold into the normalisation's own per-channel affine:
-  one call, `weight * (1 + gamma)` and `bias * (1 + gamma) + beta`.
+  one call, `weight * (1 + gamma)` and `bias * (1 + gamma) + beta` (`F.batch_norm`, the same
+  kernel `F.instance_norm` reaches for one sequence after a reshape and a copy). Inside a windowed
+  vocoder, with the statistics carried across the chunk's windows (`norm_carry`).
 - Snake (`x + 1/a * sin(a * x) ** 2` in `AdaINResBlock1`): five passes, four of them allocating;
   here one allocation and the rest in place.
 - Weight normalisation recomputes every convolution's weight from `weight_g` and `weight_v` on
@@ -29,6 +31,8 @@ from dataclasses import dataclass
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
+from kokoro_server import norm_carry
+
 if TYPE_CHECKING:
     import torch
 
@@ -42,17 +46,25 @@ class FuseReport:
     resblocks: int
 
 
-def _adain(norm: Any, fc: Any, x: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
-    """`AdaIN1d.forward` for one sequence (batch 1): the style folded into the instance norm's affine."""
+def _adain(layer: Any, x: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
+    """`AdaIN1d.forward` for one sequence (batch 1): the style folded into the instance norm's affine.
+
+    Inside a vocoder window with carried statistics (`norm_carry`), normalised with them. Otherwise
+    `F.batch_norm` in training mode without running statistics: for one sequence that is the
+    instance norm (the same kernel, which `F.instance_norm` reaches after reshaping and copying),
+    bit-identical and measured 1.6 times as fast on this layer's shapes."""
     import torch
     import torch.nn.functional as F
 
-    h = fc(s)[0]
+    norm = layer.norm
+    h = layer.fc(s)[0]
     channels = h.shape[0] // 2
     scale = 1 + h[:channels]
     weight = scale if norm.weight is None else norm.weight * scale
     bias = h[channels:] if norm.bias is None else torch.addcmul(h[channels:], norm.bias, scale)
-    return F.instance_norm(x, weight=weight, bias=bias, eps=norm.eps)
+    if norm_carry.active() is not None:
+        return norm_carry.normalize(layer, x, weight, bias, norm.eps)
+    return F.batch_norm(x, None, None, weight=weight, bias=bias, training=True, eps=norm.eps)
 
 
 def _snake_(x: torch.Tensor, alpha: torch.Tensor) -> torch.Tensor:
@@ -76,7 +88,7 @@ def _fused_classes() -> tuple[type, type]:
         def forward(self, x: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
             if x.shape[0] != 1 or s.shape[0] != 1:
                 return super().forward(x, s)  # type: ignore[no-any-return]
-            return _adain(self.norm, self.fc, x, s)
+            return _adain(self, x, s)
 
     class FusedAdaINResBlock1(AdaINResBlock1):  # type: ignore[misc]
         """`AdaINResBlock1` with Snake in place and the residual added in place."""

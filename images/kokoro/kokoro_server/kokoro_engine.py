@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Literal, get_args
 
 import numpy as np
 
-from kokoro_server import model_pin
+from kokoro_server import model_pin, norm_carry
 from kokoro_server.capability import Probe, probe_bf16_cpu, require_precision
 from kokoro_server.engine import ChunkAudio, float_to_pcm16
 from kokoro_server.fused import fuse
@@ -153,6 +153,9 @@ class KokoroEngine:
         model = model.to(device).eval()
         if fused:
             logger.info("fused: %s", fuse(model))
+        # Kokoro's own AdaIN layers (not fused) learn the windows' carried statistics too, so both
+        # kinds of engine cut the same windows into the same audio.
+        logger.info("vocoder AdaIN layers given carried statistics: %d", norm_carry.install(model.decoder.generator))
         with offline_spacy_model() as spacy_model:
             pipeline = KPipeline(lang_code=model_pin.LANG_CODE, repo_id=model_pin.REPO_ID, model=False)
         logger.info("G2P ready (spaCy model: %s)", spacy_model)

@@ -6,12 +6,14 @@ the decoder's frame-rate layers still run on the whole chunk here, exactly as Ko
 so does the vocoder's excitation source (a sine from F0 plus noise: its phase is a running sum and
 its noise is random, both global). Only the vocoder's convolutional stack runs in windows.
 
-Each window of `window_steps` vocoder input steps (1 step = 300 samples = 12.5 ms) is computed with
-`context_steps` of real input on each side, and only its middle is kept, so convolution edges never
-reach the kept audio. What the context cannot make exact is the vocoder's instance normalisation,
-whose statistics span its whole input: a window normalises over its own span. The difference this
-makes is measured against whole-chunk decoding on the generated checkpoint (tests/model); with the
-defaults it is bounded as `tests/model/test_model_windowed.py` states.
+Each window of vocoder input steps (1 step = 300 samples = 12.5 ms) is computed with real input on
+each side (`context_steps`; a first window `first_context_steps` after it), and only its middle is
+kept, so convolution edges never reach the kept audio. What context cannot make exact is the
+vocoder's instance normalisation, whose statistics span its whole input: the first window normalises
+over its own span, each later one with the statistics carried from the windows before it
+(`norm_carry`), which approach the whole chunk's. The difference this makes is measured against
+whole-chunk decoding on the generated checkpoint (tests/model); with the defaults it is bounded as
+`tests/model/test_model_windowed.py` states.
 
 `decode_pieces` yields each window's samples as soon as they exist.
 """
@@ -20,9 +22,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
+from kokoro_server.norm_carry import NormCarry
 from speech_protocol import SAMPLE_RATE
 
 if TYPE_CHECKING:
@@ -62,18 +65,29 @@ class WindowPlan:
     window_steps: int = 240
     """The longest window: 3 s of audio. It bounds one engine job (others wait for it to end) and is
     the size used when no window can keep up (a gap is coming: fewer windows pay less context)."""
-    min_window_steps: int = 120
-    """The shortest later window (1.5 s). Each window normalises over its own span, so shorter ones
-    drift further from whole-chunk decoding: measured on the generated checkpoint (a 5.3 s chunk,
-    16 steps of context), mean abs difference 0.0068 with 0.4 s windows, 0.0049 with 1.2 s, 0.0045
-    with 1.5 s, 0.0035 with 3 s (max 0.054, 0.040, 0.036, 0.036); the stated bound is 0.005 / 0.05."""
+    min_window_steps: int = 40
+    """The shortest later window (0.5 s): shorter ones pay their two contexts for little audio.
+    With statistics carried (`norm_carry`) their length hardly moves them from whole-chunk
+    decoding: measured on the generated checkpoint (a 5.3 s chunk after a 0.9 s first window),
+    mean abs difference 0.0037 with 0.3 s windows, 0.0036 with 0.5 s, 0.0029 with 1.5 s, max 0.036
+    to 0.037 (the first window's 0.036); each window normalising over its own span (and 16 steps of
+    context) it was 0.0071, 0.0065, 0.0045 (max 0.060, 0.051, 0.036). The bound: 0.005 / 0.05."""
     min_tail_steps: int = 60
     """A chunk's remainder shorter than this (0.75 s) joins the window before it: on its own it
     would pay a whole context for little audio."""
-    context_steps: int = 16
-    """Real input on each side of a window (0.2 s). Measured on the generated checkpoint, a 3.5 s
-    chunk: max abs sample difference to whole-chunk decoding 0.036 (full scale 1.0), mean 0.0028;
-    with 40 steps 0.028 / 0.0022, with 80 steps 0.018 / 0.0008, at twice the first window's cost."""
+    context_steps: int = 11
+    """Real input on each side of a later window (0.1375 s): the vocoder's reach. An impulse in its
+    input at one step changes the audio from 7.2 steps before to 7.9 after; one in its excitation
+    from 10.5 before to 9.9 after (the source path adds its own convolutions); the reach is the
+    architecture's, not the weights'. With statistics carried, context only has to cover that
+    (later windows of 0.3 s on a 5.3 s chunk: max difference 0.0373, 0.0358 and 0.0367, mean 0.0037,
+    0.0037 and 0.0038, with 11, 10 and 8 steps)."""
+    first_context_steps: int = 16
+    """Real input after a first window (0.2 s; there is nothing before it). A first window's
+    statistics span only itself and this context, so it is longer than the convolutions need:
+    measured on the generated checkpoint, a 5.3 s chunk, max abs difference to whole-chunk decoding
+    0.036 (full scale 1.0) with a 0.9 s first window, 0.043 with the crowd's 0.25 s one; with 8
+    steps 0.039 and 0.055."""
     margin: float = 0.8
     """The share of the listener's buffered audio a window's predicted vocoding may take: the rest
     absorbs a misprediction (machine noise, the second window's remaining frame-rate layers)."""
@@ -81,8 +95,8 @@ class WindowPlan:
     """How far back (0.3 s) the default first window may move to end between two words (`first_for`)."""
 
     def __post_init__(self) -> None:
-        if self.first_steps < 1 or self.window_steps < 1 or self.context_steps < 0:
-            raise ValueError("need first_steps >= 1, window_steps >= 1, context_steps >= 0")
+        if self.first_steps < 1 or self.window_steps < 1 or self.context_steps < 0 or self.first_context_steps < 0:
+            raise ValueError("need first_steps >= 1, window_steps >= 1, context_steps >= 0, first_context_steps >= 0")
         if not 1 <= self.min_first_steps <= self.first_steps <= self.max_first_steps:
             raise ValueError("need 1 <= min_first_steps <= first_steps <= max_first_steps")
         if not 1 <= self.min_window_steps <= self.window_steps or self.min_tail_steps < 0:
@@ -167,9 +181,17 @@ class WindowPlan:
             remaining -= size
         return True
 
+    def span(self, start: int, end: int, steps: int) -> tuple[int, int]:
+        """The input steps [lo, hi) a window [start, end) of a chunk of `steps` vocodes: itself,
+        `context_steps` before it and, after it, `context_steps` (a first window's
+        `first_context_steps`), within the chunk. Pure."""
+        after = self.first_context_steps if start == 0 else self.context_steps
+        return max(0, start - self.context_steps), min(steps, end + after)
+
     def vocoded_steps(self, start: int, end: int, steps: int) -> int:
         """Input steps a window [start, end) of a chunk of `steps` vocodes: itself and its contexts."""
-        return min(steps, end + self.context_steps) - max(0, start - self.context_steps)
+        lo, hi = self.span(start, end, steps)
+        return hi - lo
 
     def vocoded_later(self, size: int, remaining: int) -> int:
         """`vocoded_steps` of a later window of `size` with `remaining` steps left including it (its
@@ -308,8 +330,9 @@ kernel-3 convolutions reach 10 frames), so their zero padding at the cut never r
 class Decoding:
     """One chunk's decoder state once its whole-chunk parts have run: windows are decoded from it.
 
-    Holds tensors only (no thread-local state), so consecutive windows may be decoded on different
-    threads: the server runs each window as its own engine job (`kokoro_engine.synthesize_pieces`).
+    Holds tensors and the carried statistics, no thread-local state, so consecutive windows may be
+    decoded on different threads: the server runs each window as its own engine job
+    (`kokoro_engine.synthesize_pieces`).
     """
 
     x: torch.Tensor
@@ -319,6 +342,9 @@ class Decoding:
     style: torch.Tensor
     steps: int
     """The chunk's vocoder input steps (`x` may hold only the first ones: `ready_steps`)."""
+    norms: NormCarry = field(default_factory=NormCarry)
+    """The vocoder's normalisation statistics, carried from each window to the next (mutable:
+    `decode_window` adds each window's; windows run one at a time)."""
 
     @property
     def ready_steps(self) -> int:
@@ -327,7 +353,7 @@ class Decoding:
 
 def start_decoding(decoder: Any, encoded: Encoded, first_window: tuple[int, int] | None = None) -> Decoding:
     """The decoder's whole-chunk parts: the excitation on the whole chunk, the frame-rate layers on
-    the whole chunk, or, given the first window's (steps, context_steps), only on the prefix that
+    the whole chunk, or, given the first window's (steps, steps of context after it), only on the prefix that
     window needs (its frames, its vocoder context and `PREPARE_CONTEXT_FRAMES`): first audio does
     not wait for the frame-rate layers of the whole chunk. `complete_decoding` runs the rest."""
     har = _excitation(decoder.generator, encoded.f0)  # once: its noise must be the same draws for every window
@@ -345,16 +371,21 @@ def complete_decoding(decoder: Any, encoded: Encoded, decoding: Decoding) -> Dec
     if decoding.ready_steps == decoding.steps:
         return decoding
     x = _prepare(decoder, encoded.asr, encoded.f0, encoded.n, encoded.style)
-    return Decoding(x=x, har=decoding.har, style=decoding.style, steps=decoding.steps)
+    return Decoding(x=x, har=decoding.har, style=decoding.style, steps=decoding.steps, norms=decoding.norms)
 
 
-def decode_window(decoder: Any, decoding: Decoding, start: int, end: int, context_steps: int) -> torch.Tensor:
-    """The audio of input steps [start, end), vocoded with `context_steps` of real input each side."""
-    lo, hi = max(0, start - context_steps), min(decoding.steps, end + context_steps)
+def decode_window(decoder: Any, decoding: Decoding, start: int, end: int, span: tuple[int, int]) -> torch.Tensor:
+    """The audio of input steps [start, end), vocoded over `span` (its [lo, hi) with the contexts,
+    `WindowPlan.span`), normalised with the statistics carried from the chunk's earlier windows,
+    which then carry this one's too: call in order, each window once."""
+    lo, hi = span
+    if not 0 <= lo <= start < end <= hi <= decoding.steps:
+        raise ValueError(f"window [{start}, {end}) is not inside its span [{lo}, {hi}) of {decoding.steps} steps")
     if hi > decoding.ready_steps:
         raise ValueError(f"window [{start}, {end}) needs steps up to {hi}; only {decoding.ready_steps} are ready")
     span_har = decoding.har[:, :, HAR_FRAMES_PER_STEP * lo : HAR_FRAMES_PER_STEP * hi + 1]
-    audio = _vocode(decoder.generator, decoding.x[:, :, lo:hi], decoding.style, span_har)
+    with decoding.norms.window(hi - lo, start - lo, end - lo):
+        audio = _vocode(decoder.generator, decoding.x[:, :, lo:hi], decoding.style, span_har)
     return audio[SAMPLES_PER_STEP * (start - lo) : SAMPLES_PER_STEP * (end - lo)]
 
 
@@ -392,12 +423,12 @@ def decode_pieces(
         with around():
             if decoding is None:
                 end = plan.first_window(steps, first_steps)
-                decoding = start_decoding(decoder, encoded, (end, plan.context_steps))
+                decoding = start_decoding(decoder, encoded, (end, plan.first_context_steps))
             else:
                 decoding = complete_decoding(decoder, encoded, decoding)
                 end = start + min(max(1, size_next(steps - start)), steps - start)
             began = time.perf_counter()
-            audio = decode_window(decoder, decoding, start, end, plan.context_steps)
+            audio = decode_window(decoder, decoding, start, end, plan.span(start, end, steps))
             if vocoded is not None:
                 if audio.device.type == "cuda":
                     torch.cuda.synchronize(audio.device)  # the kernels ran asynchronously until now
