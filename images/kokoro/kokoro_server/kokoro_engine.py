@@ -238,7 +238,10 @@ class KokoroEngine:
         strings = self.phonemize(text)
 
         def next_steps(remaining: int) -> int:
-            return plan.next_steps(remaining, ahead_s() if ahead_s is not None else None, self.vocoder_s_per_step)
+            ahead, speed_now = ahead_s() if ahead_s is not None else None, self.vocoder_s_per_step
+            size = plan.next_steps(remaining, ahead, speed_now)
+            logger.debug("window: %d of %d steps left, listener ahead %s s, %s s/step", size, remaining, ahead, speed_now)
+            return size
 
         for number, (phonemes, tokens) in enumerate(strings, start=1):
             with self._computing():
@@ -248,6 +251,9 @@ class KokoroEngine:
             timed = [t for t in tokens if t.start_ts is not None and t.end_ts is not None]
             word_ends = sorted({round(t.end_ts / STEP_S) for t in timed})
             first = plan.first_for(crowd, encoded.vocoder_steps, self.vocoder_s_per_step, word_ends)
+            logger.debug(
+                "first window: %d of %d steps, %d waiting, %s s/step", first, encoded.vocoder_steps, crowd, self.vocoder_s_per_step
+            )
             done, total = 0, encoded.vocoder_steps * SAMPLES_PER_STEP
             pieces = decode_pieces(
                 self._model.decoder,
