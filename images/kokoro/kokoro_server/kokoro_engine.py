@@ -240,7 +240,9 @@ class KokoroEngine:
         def next_steps(remaining: int) -> int:
             ahead, speed_now = ahead_s() if ahead_s is not None else None, self.vocoder_s_per_step
             size = plan.next_steps(remaining, ahead, speed_now)
-            logger.debug("window: %d of %d steps left, listener ahead %s s, %s s/step", size, remaining, ahead, speed_now)
+            logger.debug(
+                "window: %d of %d steps left, listener ahead %s s, %s s/step", size, remaining, ahead, speed_now
+            )
             return size
 
         for number, (phonemes, tokens) in enumerate(strings, start=1):
@@ -252,7 +254,11 @@ class KokoroEngine:
             word_ends = sorted({round(t.end_ts / STEP_S) for t in timed})
             first = plan.first_for(crowd, encoded.vocoder_steps, self.vocoder_s_per_step, word_ends)
             logger.debug(
-                "first window: %d of %d steps, %d waiting, %s s/step", first, encoded.vocoder_steps, crowd, self.vocoder_s_per_step
+                "first window: %d of %d steps, %d waiting, %s s/step",
+                first,
+                encoded.vocoder_steps,
+                crowd,
+                self.vocoder_s_per_step,
             )
             done, total = 0, encoded.vocoder_steps * SAMPLES_PER_STEP
             pieces = decode_pieces(

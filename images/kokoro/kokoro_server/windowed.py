@@ -65,13 +65,18 @@ class WindowPlan:
     window_steps: int = 240
     """The longest window: 3 s of audio. It bounds one engine job (others wait for it to end) and is
     the size used when no window can keep up (a gap is coming: fewer windows pay less context)."""
-    min_window_steps: int = 40
-    """The shortest later window (0.5 s): shorter ones pay their two contexts for little audio.
-    With statistics carried (`norm_carry`) their length hardly moves them from whole-chunk
-    decoding: measured on the generated checkpoint (a 5.3 s chunk after a 0.9 s first window),
-    mean abs difference 0.0037 with 0.3 s windows, 0.0036 with 0.5 s, 0.0029 with 1.5 s, max 0.036
-    to 0.037 (the first window's 0.036); each window normalising over its own span (and 16 steps of
-    context) it was 0.0071, 0.0065, 0.0045 (max 0.060, 0.051, 0.036). The bound: 0.005 / 0.05."""
+    min_window_steps: int = 120
+    """The shortest later window (1.5 s). With statistics carried (`norm_carry`) a window's length
+    hardly moves it from whole-chunk decoding: measured on the generated checkpoint (a 5.3 s chunk
+    after a 0.9 s first window), mean abs difference 0.0037 with 0.3 s windows, 0.0036 with 0.5 s,
+    0.0029 with 1.5 s, max 0.036 to 0.037 (the first window's 0.036); each window normalising over
+    its own span (and 16 steps of context) it was 0.0071, 0.0065, 0.0045 (max 0.060, 0.051, 0.036).
+    The bound: 0.005 / 0.05. So short windows are possible, and on paper they play a first chunk
+    through up to a vocoder real-time factor of 0.82-0.90 (`bench.windows`; 1.5 s: 0.50). In the
+    server they did not pay on this 2-core CPU (2026-12-01, 0.5 s, one run each, `bench.gapless`):
+    a lone listener's first audio came 0.2 s later (the gapless first window is longer than the one
+    that ends at a word) and the 700-character answer had 2 underruns, 2.15 s, against 1 and 0.30
+    s, the windows sized close to a noisy speed, the buffer thin when the next chunk was due."""
     min_tail_steps: int = 60
     """A chunk's remainder shorter than this (0.75 s) joins the window before it: on its own it
     would pay a whole context for little audio."""
