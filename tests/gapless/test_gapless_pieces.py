@@ -133,6 +133,10 @@ def test_a_window_past_the_prepared_prefix_is_refused() -> None:
     assert decoding.ready_steps == 40
     with pytest.raises(ValueError, match=r"^window \[20, 40\) needs steps up to 56; only 40 are ready$"):
         decode_window(None, decoding, 20, 40, (4, 56))
+    with pytest.raises(ValueError, match=r"^window \[20, 40\) is not inside its span \[25, 56\) of 200 steps$"):
+        decode_window(None, decoding, 20, 40, (25, 56))
+    with pytest.raises(ValueError, match=r"^window \[20, 40\) is not inside its span \[4, 201\) of 200 steps$"):
+        decode_window(None, decoding, 20, 40, (4, 201))
 
 
 def test_windows_cover_the_steps_exactly_without_a_sliver() -> None:
