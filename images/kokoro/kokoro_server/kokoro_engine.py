@@ -154,8 +154,9 @@ class KokoroEngine:
         if fused:
             logger.info("fused: %s", fuse(model))
         # Kokoro's own AdaIN layers (not fused) learn the windows' carried statistics too, so both
-        # kinds of engine cut the same windows into the same audio.
-        logger.info("vocoder AdaIN layers given carried statistics: %d", norm_carry.install(model.decoder.generator))
+        # kinds of engine cut the same windows into the same audio (the fused ones consult them already).
+        if carried := norm_carry.install(model.decoder.generator):
+            logger.info("Kokoro's vocoder AdaIN layers given carried statistics: %d", carried)
         with offline_spacy_model() as spacy_model:
             pipeline = KPipeline(lang_code=model_pin.LANG_CODE, repo_id=model_pin.REPO_ID, model=False)
         logger.info("G2P ready (spaCy model: %s)", spacy_model)

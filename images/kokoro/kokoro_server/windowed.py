@@ -72,11 +72,11 @@ class WindowPlan:
     0.0029 with 1.5 s, max 0.036 to 0.037 (the first window's 0.036); each window normalising over
     its own span (and 16 steps of context) it was 0.0071, 0.0065, 0.0045 (max 0.060, 0.051, 0.036).
     The bound: 0.005 / 0.05. So short windows are possible, and on paper they play a first chunk
-    through up to a vocoder real-time factor of 0.82-0.90 (`bench.windows`; 1.5 s: 0.50). In the
-    server they did not pay on this 2-core CPU (2026-12-01, 0.5 s, one run each, `bench.gapless`):
-    a lone listener's first audio came 0.2 s later (the gapless first window is longer than the one
-    that ends at a word) and the 700-character answer had 2 underruns, 2.15 s, against 1 and 0.30
-    s, the windows sized close to a noisy speed, the buffer thin when the next chunk was due."""
+    through up to a vocoder real-time factor of 0.82-0.90 (`bench.windows`; 1.5 s ones: 0.54). In
+    the server they did not pay on this 2-core CPU (2026-12-01, 0.5 s windows): a lone listener's
+    first audio came 0.2 s later (`bench.peers`: the gapless first window is longer than the one
+    that ends at a word), and one listener's silence (`bench.gapless`, two rounds side by side) was
+    3.87 and 1.68 s against 2.31 and 2.07 s with 1.5 s windows (images/kokoro/README.md)."""
     min_tail_steps: int = 60
     """A chunk's remainder shorter than this (0.75 s) joins the window before it: on its own it
     would pay a whole context for little audio."""
