@@ -10,8 +10,10 @@ the windows, and the silence a listener would hear, so that machines this one is
 GPU) can be read off the real planning code. `--measure` first measures this machine's speed on the
 full-size model (random weights unless `--model-dir`) the way the server does.
 
-Only the vocoder is simulated: the text encoder, the frame-rate layers and the network come on top
-of the first window's work, the same for both plans.
+Only the vocoder is simulated, and the work between the first window and the second
+(`WindowPlan.handover_steps` of vocoder time: the rest of the chunk's frame-rate layers); the text
+encoder, the first window's frame-rate layers and the network come on top of the first window's
+work, the same for both plans.
 """
 
 from __future__ import annotations
@@ -58,6 +60,7 @@ def play(plan: WindowPlan, kind: Plan, steps: int, s_per_step: float) -> Played:
     clock, now = PlaybackClock(), s_per_step * plan.vocoded_steps(0, windows[0], steps)
     first_work = now
     clock.delivered(now, windows[0] * STEP_S)
+    now += s_per_step * plan.handover_steps  # the rest of the chunk's frame-rate layers, before the second window
     position, index, underruns, silence = windows[0], 1, 0, 0.0
     while position < steps:
         if kind == "fixed":

@@ -149,10 +149,10 @@ def test_windows_cover_the_steps_exactly_without_a_sliver() -> None:
     assert plan.windows(80 + 240 + 59) == [(0, 80), (80, 379)]
 
 
-# Window sizes at a known speed. Defaults: first 72 (20 to 96), longest 240, shortest fitted 120,
-# remainders under 60 join, context 11 each side of a later window (16 after a first one), margin
-# 0.8; a step is 12.5 ms of audio. The
-# vocoder's speed in seconds per vocoded step: 0.0095 measured in the server on this 2-core CPU
+# Window sizes at a known speed. Defaults: first 72 (20 to 96), longest 240, shortest fitted 40,
+# remainders under 60 join, context 11 each side of a later window (16 after a first one), 16 steps
+# of work between a first window and the second, margin 0.8; a step is 12.5 ms of audio. The
+# vocoder's speed in seconds per vocoded step: 0.0095 measured in the server on a 2-core AVX2 EPYC
 # (vocoder real-time factor 0.76), 0.004 a machine about twice as fast, 0.0005 a GPU-like one.
 PLAN = WindowPlan()
 CPU, MID, GPU = 0.0095, 0.004, 0.0005
@@ -164,11 +164,9 @@ CPU, MID, GPU = 0.0095, 0.004, 0.0005
         (1000, None, None, 240),  # unknown speed: the longest window
         (1000, 0.9, None, 240),
         (1000, 0.9, MID, 158),  # int(0.72 / 0.004) = 180 vocoded steps, less 2 x 11 of context
-        (1000, 0.7, MID, 240),  # int(0.56 / 0.004) - 22 = 117 (float: 139.99...) < 120: a gap is coming, the longest
+        (1000, 0.7, MID, 117),  # int(0.56 / 0.004) - 22 = 117 (float: 139.99...)
         (1000, 1.5, MID, 240),  # int(1.2 / 0.004) - 22 = 278: capped at the longest
         (1000, 0.9, GPU, 240),
-        (1000, 0.9, CPU, 240),  # int(0.72 / 0.0095) - 22 = 53 < 120
-        (1000, 0.0, MID, 240),  # the listener hears nothing
         (200, 0.9, MID, 200),  # 158 would leave 42, a sliver: it joins (and still fits: 211 x 0.004 < 0.9)
         (300, 0.9, MID, 158),  # 158 leaves 142: no sliver
         (50, None, None, 50),  # never past the chunk's end
@@ -181,6 +179,34 @@ def test_a_later_window_is_as_long_as_the_listeners_audio_lets_the_vocoder_make_
     assert PLAN.next_steps(remaining, ahead_s, s_per_step) == expected
 
 
+@pytest.mark.parametrize(
+    ("remaining", "ahead_s", "s_per_step", "expected"),
+    [
+        # Measured in the server (0.0054 s/step): a 0.41 s first window left 0.33 s of audio when
+        # the second was cut; int(0.264 / 0.0054) - 22 = 26 < 40 fits. The shortest window after
+        # which the rest plays out: 40 (a 5 ms gap: 62 x 0.0054 = 0.335 s of work). It used to be
+        # all 267 steps at once, a 0.79 s gap.
+        (267, 0.33, 0.0054, 40),
+        (1000, 0.0, MID, 40),  # the listener hears nothing: a 0.25 s gap, then no other
+        (1000, 0.9, CPU, 89),  # int(0.72 / 0.0095) - 22 = 53 fits, but the rest would not play out from it
+        (1000, 0.0, CPU, 89),
+        (1000, 0.0, 0.02, 240),  # slower than real time: no window recovers, as few as possible
+        (60, 0.0, CPU, 60),  # what is left is one window anyway
+    ],
+)
+def test_a_buffer_thinner_than_planned_costs_one_short_gap_not_a_long_one(
+    remaining: int, ahead_s: float, s_per_step: float, expected: int
+) -> None:
+    size = PLAN.next_steps(remaining, ahead_s, s_per_step)
+    assert size == expected
+    if size < remaining and size < PLAN.window_steps:
+        # From its audio alone the rest plays out, and from no shorter window's.
+        assert PLAN.plays_out(remaining - size, size * STEP_S, s_per_step)
+        shorter = range(PLAN.min_window_steps, size)
+        assert not any(PLAN.plays_out(remaining - s, s * STEP_S, s_per_step) for s in shorter)
+    assert PLAN.recovers_from(remaining, s_per_step) == (None if expected == 240 else expected)
+
+
 def test_the_first_window_alone_is_the_shortest_that_plays_gapless_at_the_measured_speed() -> None:
     # Unknown speed, or a crowd waiting in silence: as before (the crowd rule ignores the speed).
     assert PLAN.first_for(0) == PLAN.first_for(0, 400, None) == PLAN.first_for(0, 400, 0.0) == 72
@@ -188,43 +214,47 @@ def test_the_first_window_alone_is_the_shortest_that_plays_gapless_at_the_measur
     # A GPU-like engine: the shortest first window, and it plays gapless.
     assert PLAN.first_for(0, 400, GPU) == 20
     assert PLAN.plays_gapless(20, 400, GPU)
-    # This CPU, or slower than real time (RTF 1.6): nothing plays gapless, so the default.
-    for slow in (CPU, 0.02):
-        assert not any(PLAN.plays_gapless(first, 400, slow) for first in range(20, 97))
-        assert PLAN.first_for(0, 400, slow) == 72
-    # In between, the shortest gapless one (0.71 s: int(57 x 0.0125 x 0.8 / 0.004) - 22 = 120);
-    # every shorter candidate has a gap. The fixed plan would stutter there: 0.9 s, then 3 s of audio
-    # in one window (1.05 s of work).
-    assert PLAN.first_for(0, 400, MID) == 57
-    assert PLAN.plays_gapless(57, 400, MID)
-    assert not any(PLAN.plays_gapless(f, 400, MID) for f in range(20, 57))
+    # Slower than real time (RTF 1.6): nothing plays gapless, so the default.
+    assert not any(PLAN.plays_gapless(first, 400, 0.02) for first in range(20, 97))
+    assert PLAN.first_for(0, 400, 0.02) == 72
+    # Twice as fast as that CPU: 0.375 s, after which the second window may take 0.8 x (0.375 s less
+    # the handover's 16 x 0.004 s) = int(0.249 / 0.004) - 22 = 40 steps; every shorter one has a gap.
+    assert PLAN.first_for(0, 400, MID) == 30
+    assert PLAN.plays_gapless(30, 400, MID)
+    assert not any(PLAN.plays_gapless(f, 400, MID) for f in range(20, 30))
+    # Without the handover the plan would take 25, and leave the second window 0.064 s short.
+    assert WindowPlan(handover_steps=0).first_for(0, 400, MID) == 25
+    # The fixed plan would stutter there: 0.9 s, then 3 s of audio in one window (1.05 s of work).
     assert MID * PLAN.vocoded_steps(72, 72 + 240, 400) > 72 * STEP_S
-    # Short later windows (0.5 s) would keep up even on this CPU, from a 1.01 s first window: the
-    # statistics carried make them as close to whole-chunk audio (see `min_window_steps`).
-    assert WindowPlan(min_window_steps=40).first_for(0, 400, CPU) == 81
-    # Where the default first window leaves a gap a longer one avoids, it grows, within its limit.
-    assert PLAN.first_for(0, 400, 0.006) == 86
-    assert not PLAN.plays_gapless(72, 400, 0.006)
-    assert PLAN.first_for(0, 400, 0.007) == 72  # gapless only past 96 steps (1.2 s): not bought
-    assert PLAN.plays_gapless(100, 400, 0.007)
+    # That CPU: 0.5 s later windows keep up from a 1.15 s first window (92 steps), within its limit.
+    assert PLAN.first_for(0, 400, CPU) == 92
+    assert not any(PLAN.plays_gapless(f, 400, CPU) for f in range(20, 92))
+    assert PLAN.first_for(0, 400, 0.006) == 45
+    assert PLAN.first_for(0, 400, 0.011) == 72  # gapless only past 96 steps (1.2 s): not bought
+    assert PLAN.plays_gapless(124, 400, 0.011)
+    assert not any(PLAN.plays_gapless(f, 400, 0.011) for f in range(20, 124))
     # A chunk that fits in the first window is one window, at any speed.
     assert PLAN.plays_gapless(40, 40 + 59, 1.0)
+    with pytest.raises(ValueError, match=r"^need word_slack_steps >= 0 and handover_steps >= 0$"):
+        WindowPlan(handover_steps=-1)
 
 
-@pytest.mark.parametrize("s_per_step", [GPU, 0.002, MID, 0.0047, CPU])
+@pytest.mark.parametrize("s_per_step", [GPU, 0.002, MID, 0.0047, 0.0075, CPU, 0.011])
 @pytest.mark.parametrize("steps", [60, 240, 400, 1000])
 def test_windows_cut_by_next_steps_never_run_a_playback_clock_dry_at_the_measured_speed(
     s_per_step: float, steps: int
 ) -> None:
     """Play the windows through the session's own `PlaybackClock` on a simulated clock: each window
-    vocoded at `s_per_step` (both contexts included) after the one before was delivered. From the
-    first window `first_for` chose (when it reports a gapless plan), the listener never waits."""
+    vocoded at `s_per_step` (both contexts included) after the one before was delivered, the second
+    after the handover's work too. From the first window `first_for` chose (when it reports a
+    gapless plan), the listener never waits."""
     first = PLAN.first_for(0, steps, s_per_step)
     if not PLAN.plays_gapless(first, steps, s_per_step):
         assert first == PLAN.first_steps  # no gapless plan: the default, never a shorter one
         return
     clock, now = PlaybackClock(), 0.0
     clock.delivered(now, first * STEP_S)
+    now += s_per_step * PLAN.handover_steps
     position = first if steps - first >= PLAN.min_tail_steps else steps
     while position < steps:
         size = PLAN.next_steps(steps - position, clock.ahead_s(now), s_per_step)
@@ -248,9 +278,9 @@ def test_a_first_window_that_leaves_a_gap_ends_between_two_words() -> None:
     assert WindowPlan(word_slack_steps=0).at_word_end(72, [71]) == 72
     ends = [15, 51, 87, 126]
     assert PLAN.first_for(0, 400, None, ends) == PLAN.first_for(0, 400, 0.0, ends) == 51
-    assert PLAN.first_for(0, 400, CPU, ends) == 51  # too slow for a gapless plan: a gap is coming
+    assert PLAN.first_for(0, 400, 0.011, ends) == 51  # too slow for a gapless plan: a gap is coming
     assert PLAN.first_for(0, 400, GPU, ends) == 20  # a gapless plan: the shortest first window as before
-    assert PLAN.first_for(0, 400, MID, ends) == 57
+    assert PLAN.first_for(0, 400, MID, ends) == 30
     assert PLAN.first_for(2, 400, CPU, ends) == 24  # a crowd: as short as the crowd rule says
-    with pytest.raises(ValueError, match=r"^need word_slack_steps >= 0, got -1$"):
+    with pytest.raises(ValueError, match=r"^need word_slack_steps >= 0 and handover_steps >= 0$"):
         WindowPlan(word_slack_steps=-1)

@@ -2,9 +2,10 @@
 
 The bound: with the default plan, the stitched audio differs from whole-chunk decoding by at most
 0.05 (full scale 1.0) and by at most 0.005 on average; measured on this 5.3 s chunk: 0.036 / 0.0024
-with the 0.9 s first window, 0.043 / 0.0025 with the crowd's 0.25 s one, 0.036 / 0.0029 with the
-shortest later windows a plan cuts (1.5 s, `min_window_steps`; 0.036 / 0.0035 with 0.5 s ones,
-`test_carried_statistics_hold_short_windows_to_whole_chunk_audio`). The difference comes only from
+with the 0.9 s first window, 0.043 / 0.0025 with the crowd's 0.25 s one, 0.036 / 0.0035 with the
+shortest later windows a plan cuts (0.5 s, `min_window_steps`; each normalising over its own span
+they would drift twice as far, `test_carried_statistics_hold_short_windows_to_whole_chunk_audio`).
+The difference comes only from
 instance normalisation, which spans its whole input: the first vocoder window normalises over its own
 span, each later one with the statistics carried from the windows before (`norm_carry`), and the
 first window's frame-rate layers over their prefix. With a context that spans the whole chunk, the
@@ -59,7 +60,7 @@ def decode(
 
 
 def short_windows(remaining: int) -> int:
-    """The shortest later windows a plan cuts (1.5 s): the most seams and the shortest spans."""
+    """The shortest later windows a plan cuts (0.5 s): the most seams and the shortest spans."""
     size = PLAN.min_window_steps
     return remaining if remaining - size < size else size
 
@@ -76,7 +77,8 @@ def test_windowed_audio_is_whole_chunk_audio_within_the_stated_bound(
     if next_steps is None:
         assert [s // SAMPLES_PER_STEP for s in sizes] == [b - a for a, b in PLAN.windows(steps, first_steps)]
     else:
-        assert [s // SAMPLES_PER_STEP for s in sizes] == [72, 120, 234]  # 426 steps; 114 would be too short
+        # 426 steps: 72, seven of 40, then 74 (34 would be too short)
+        assert [s // SAMPLES_PER_STEP for s in sizes] == [72, *[40] * 7, 74]
     assert len(sizes) >= 2
     assert stitched.numel() == whole.numel()
     difference = (stitched - whole).abs()

@@ -65,18 +65,18 @@ class WindowPlan:
     window_steps: int = 240
     """The longest window: 3 s of audio. It bounds one engine job (others wait for it to end) and is
     the size used when no window can keep up (a gap is coming: fewer windows pay less context)."""
-    min_window_steps: int = 120
-    """The shortest later window (1.5 s). With statistics carried (`norm_carry`) a window's length
-    hardly moves it from whole-chunk decoding: measured on the generated checkpoint (a 5.3 s chunk
-    after a 0.9 s first window), mean abs difference 0.0037 with 0.3 s windows, 0.0036 with 0.5 s,
-    0.0029 with 1.5 s, max 0.036 to 0.037 (the first window's 0.036); each window normalising over
-    its own span (and 16 steps of context) it was 0.0071, 0.0065, 0.0045 (max 0.060, 0.051, 0.036).
-    The bound: 0.005 / 0.05. So short windows are possible, and on paper they play a first chunk
-    through up to a vocoder real-time factor of 0.82-0.90 (`bench.windows`; 1.5 s ones: 0.54). In
-    the server they did not pay on this 2-core CPU (2026-12-01, 0.5 s windows): a lone listener's
-    first audio came 0.2 s later (`bench.peers`: the gapless first window is longer than the one
-    that ends at a word), and one listener's silence (`bench.gapless`, two rounds side by side) was
-    3.87 and 1.68 s against 2.31 and 2.07 s with 1.5 s windows (images/kokoro/README.md)."""
+    min_window_steps: int = 40
+    """The shortest later window a plan cuts (0.5 s). With statistics carried (`norm_carry`) a
+    window's length hardly moves it from whole-chunk decoding: measured on the generated checkpoint
+    (a 5.3 s chunk after a 0.9 s first window), mean abs difference 0.0037 with 0.3 s windows, 0.0036
+    with 0.5 s, 0.0029 with 1.5 s, max 0.036 to 0.037 (the first window's 0.036); each window
+    normalising over its own span (and 16 steps of context) it was 0.0071, 0.0065, 0.0045. The
+    bound: 0.005 / 0.05. Windows are cut as long as the listener's buffer allows, so short ones come
+    only while it is thin: right after a short first window, whose plan they make possible (a 300-step
+    chunk at 0.0043 s/step: a 0.41 s first window, against 0.78 s with a 1.5 s floor; first audio
+    0.486-0.499 s against 0.581-0.640 s in the server, side by side, images/kokoro/README.md). On a
+    slower engine they make a gapless plan possible where 1.5 s ones allowed none, from a longer
+    first window (first audio later, then no gap)."""
     min_tail_steps: int = 60
     """A chunk's remainder shorter than this (0.75 s) joins the window before it: on its own it
     would pay a whole context for little audio."""
@@ -95,9 +95,15 @@ class WindowPlan:
     steps 0.039 and 0.055."""
     margin: float = 0.8
     """The share of the listener's buffered audio a window's predicted vocoding may take: the rest
-    absorbs a misprediction (machine noise, the second window's remaining frame-rate layers)."""
+    absorbs a misprediction (machine noise, other jobs starting beside it)."""
     word_slack_steps: int = 24
     """How far back (0.3 s) the default first window may move to end between two words (`first_for`)."""
+    handover_steps: int = 16
+    """Time between a first window's audio and its second window's start, in steps of vocoder work:
+    the frame-rate layers of the rest of the chunk (`complete_decoding`) and the job's turn. Measured
+    in the server at 0.0052 s/step: 69-82 ms, so 16 steps (83 ms; it scales with the machine's
+    speed like the vocoder). A first window planned without it measured 0.33 s of audio left when
+    the second window was cut, not 0.41: too little for the plan it was chosen for."""
 
     def __post_init__(self) -> None:
         if self.first_steps < 1 or self.window_steps < 1 or self.context_steps < 0 or self.first_context_steps < 0:
@@ -108,8 +114,8 @@ class WindowPlan:
             raise ValueError("need 1 <= min_window_steps <= window_steps and min_tail_steps >= 0")
         if not 0 < self.margin <= 1:
             raise ValueError(f"need 0 < margin <= 1, got {self.margin}")
-        if self.word_slack_steps < 0:
-            raise ValueError(f"need word_slack_steps >= 0, got {self.word_slack_steps}")
+        if self.word_slack_steps < 0 or self.handover_steps < 0:
+            raise ValueError("need word_slack_steps >= 0 and handover_steps >= 0")
 
     def first_for(
         self,
@@ -151,22 +157,44 @@ class WindowPlan:
 
         When windows cut this way play the rest of the chunk without a gap (`plays_out`): the
         longest window (at most `window_steps`) whose predicted vocoding, contexts included, takes
-        at most `margin` of `ahead_s`. Otherwise (a gap is coming whatever the sizes, or the speed
-        is unknown): `window_steps`, as few windows as possible, so the least context is paid and
-        the gap is the shortest. A remainder under `min_tail_steps` joins the window.
+        at most `margin` of `ahead_s`. When they do not (the buffer ran thinner than planned: the
+        machine slowed, or other work came first): the shortest window from whose audio the rest
+        plays out (`recovers_from`), so the listener hears one short gap, not a long one and not a
+        stutter. When none would (the vocoder is too slow, or the speed is unknown):
+        `window_steps`, as few windows as possible, so the least context is paid and the one gap is
+        the shortest. A remainder under `min_tail_steps` joins the window.
         """
         if ahead_s is not None and s_per_step is not None and s_per_step > 0:
             fitted = self._fitted(remaining, ahead_s, s_per_step)
             if fitted is not None and self.plays_out(remaining, ahead_s, s_per_step):
                 return fitted
+            recovering = self.recovers_from(remaining, s_per_step)
+            if recovering is not None:
+                return recovering
         return self._whole_if_sliver(self.window_steps, remaining)
+
+    def recovers_from(self, remaining: int, s_per_step: float) -> int | None:
+        """The shortest window (at least `min_window_steps`) after which the rest of `remaining`
+        plays out without a gap from that window's audio alone, or None when none does. Pure.
+
+        The listener may wait for this window (its gap is its vocoding less what they still hold,
+        shortest for the shortest window); from its audio on, no other gap.
+        """
+        for candidate in range(min(self.min_window_steps, remaining), min(self.window_steps, remaining) + 1):
+            size = self._whole_if_sliver(candidate, remaining)
+            if size >= remaining or self.plays_out(remaining - size, size * STEP_S, s_per_step):
+                return size
+        return None
 
     def plays_gapless(self, first: int, steps: int, s_per_step: float) -> bool:
         """Whether a chunk of `steps` input steps plays without a gap after a first window of
         `first` (the listener starts playing when it arrives), the rest cut by `next_steps` and
-        vocoded at `s_per_step` per step. Pure."""
+        vocoded at `s_per_step` per step, after the `handover_steps` of work before the second
+        window. Pure."""
         done = self.first_window(steps, first)
-        return self.plays_out(steps - done, done * STEP_S, s_per_step)
+        if done >= steps:
+            return True
+        return self.plays_out(steps - done, done * STEP_S - self.handover_steps * s_per_step, s_per_step)
 
     def plays_out(self, remaining: int, ahead_s: float, s_per_step: float) -> bool:
         """Whether the `remaining` input steps after a window, cut as long as the margin allows
