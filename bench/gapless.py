@@ -95,6 +95,25 @@ def render_table(rows: Sequence[Row]) -> list[str]:
     return [line.rstrip() for line in lines]
 
 
+def gap_lines(rows: Sequence[Row]) -> list[str]:
+    """Where each underrun fell: per case, policy and session with any, the audio heard before each
+    gap and the gap's silence (a gap after the first piece is the first chunk's plan; one after
+    seconds of audio, a later chunk's). Pure."""
+    lines: list[str] = []
+    for row in rows:
+        for policy in POLICIES:
+            for number, playback in enumerate(row.outcomes[policy].playbacks, start=1):
+                if playback.gaps:
+                    where = ", ".join(
+                        f"after {g.audio_played_s:.2f} s of audio {g.silence_s:.2f} s" for g in playback.gaps
+                    )
+                    lines.append(
+                        f"{row.case.text_name}, {row.case.sessions} session(s), {row.case.precision}, "
+                        f"{POLICY_LABELS[policy]}, session {number}: {where}"
+                    )
+    return lines
+
+
 # --- servers and sessions ------------------------------------------------------------------------
 
 
@@ -177,6 +196,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     print(f"texts: four sentences = {len(FOUR_SENTENCES)} characters, answer = {len(LONG_ANSWER)} characters")
     print("\n".join(render_table(rows)))
+    if gaps := gap_lines(rows):
+        print("\nwhere the underruns fell:")
+        print("\n".join(gaps))
     if "fp32" in engines and len(engines) > 1:
         reduced = next(p for p in engines if p != "fp32")
         print()

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from bench.gapless import Case, Outcome, Row, render_table, run_sessions, serving
-from bench.playback import PlaybackReport
+from bench.gapless import Case, Outcome, Row, gap_lines, render_table, run_sessions, serving
+from bench.playback import Gap, PlaybackReport
 from bench.recording import record_session
 from kokoro_server.app import create_app
 from kokoro_server.engine import ZeroCostEngine
@@ -56,3 +56,34 @@ def test_the_table_puts_both_policies_side_by_side_with_per_session_values() -> 
         "answer                  2      bf16 |       0.50/1.00     2.25/5.50       1/2     5/5"
         " |       0.50/1.00     0.00/0.00       0/0     9/8",
     ]
+
+
+def test_each_underrun_is_listed_with_the_audio_heard_before_it() -> None:
+    gaps = (Gap(at_s=1.0, silence_s=0.79, audio_played_s=0.41), Gap(at_s=5.0, silence_s=0.125, audio_played_s=3.5))
+    stutters = PlaybackReport(
+        time_to_first_audio_s=0.5, audio_s=10.0, silence_s=0.915, underruns=2, gaps=gaps, ends_at_s=11.4
+    )
+    rows = [
+        Row(
+            Case("answer", 2, "fp32"),
+            {
+                "sentence": Outcome((report(0.5, 0.0, 0), stutters), (5, 5)),
+                "adaptive": Outcome((report(0.5, 0.0, 0), report(1.0, 0.0, 0)), (9, 8)),
+            },
+        )
+    ]
+    assert gap_lines(rows) == [
+        "answer, 2 session(s), fp32, naive sentence split, session 2: "
+        "after 0.41 s of audio 0.79 s, after 3.50 s of audio 0.12 s"
+    ]
+    assert (
+        gap_lines(
+            [
+                Row(
+                    Case("answer", 1, "fp32"),
+                    {p: Outcome((report(0.5, 0.0, 0),), (3,)) for p in ("sentence", "adaptive")},
+                )
+            ]
+        )
+        == []
+    )

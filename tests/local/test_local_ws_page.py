@@ -101,7 +101,8 @@ def test_stop_and_two_turns_over_the_websocket(page: Page, chain: Chain) -> None
     page.click("#stop")
     page.wait_for_function("window.voicestack.current?.done", timeout=WAIT_MS)
     assert page.inner_text("#status") == "Stopped."
-    assert page.evaluate("typeof window.voicestack.lastStop.silentMs") == "number"
+    # The worklet confirms the reset by a message of its own, which may come after `done`.
+    page.wait_for_function("typeof window.voicestack.lastStop?.silentMs === 'number'", timeout=WAIT_MS)
     assert page.evaluate("({ ...window.voicestack.player.progress })")["buffered"] == 0
 
     ask(page, "And now?")
