@@ -235,7 +235,7 @@ def test_the_first_window_alone_is_the_shortest_that_plays_gapless_at_the_measur
     assert not any(PLAN.plays_gapless(f, 400, 0.011) for f in range(20, 124))
     # A chunk that fits in the first window is one window, at any speed.
     assert PLAN.plays_gapless(40, 40 + 59, 1.0)
-    with pytest.raises(ValueError, match=r"^need word_slack_steps >= 0 and handover_steps >= 0$"):
+    with pytest.raises(ValueError, match=r"^need handover_steps >= 0, got -1$"):
         WindowPlan(handover_steps=-1)
 
 
@@ -282,5 +282,5 @@ def test_a_first_window_that_leaves_a_gap_ends_between_two_words() -> None:
     assert PLAN.first_for(0, 400, GPU, ends) == 20  # a gapless plan: the shortest first window as before
     assert PLAN.first_for(0, 400, MID, ends) == 30
     assert PLAN.first_for(2, 400, CPU, ends) == 24  # a crowd: as short as the crowd rule says
-    with pytest.raises(ValueError, match=r"^need word_slack_steps >= 0 and handover_steps >= 0$"):
+    with pytest.raises(ValueError, match=r"^need word_slack_steps >= 0, got -1$"):
         WindowPlan(word_slack_steps=-1)

@@ -114,8 +114,10 @@ class WindowPlan:
             raise ValueError("need 1 <= min_window_steps <= window_steps and min_tail_steps >= 0")
         if not 0 < self.margin <= 1:
             raise ValueError(f"need 0 < margin <= 1, got {self.margin}")
-        if self.word_slack_steps < 0 or self.handover_steps < 0:
-            raise ValueError("need word_slack_steps >= 0 and handover_steps >= 0")
+        if self.word_slack_steps < 0:
+            raise ValueError(f"need word_slack_steps >= 0, got {self.word_slack_steps}")
+        if self.handover_steps < 0:
+            raise ValueError(f"need handover_steps >= 0, got {self.handover_steps}")
 
     def first_for(
         self,
