@@ -194,8 +194,6 @@ class WindowPlan:
         vocoded at `s_per_step` per step, after the `handover_steps` of work before the second
         window. Pure."""
         done = self.first_window(steps, first)
-        if done >= steps:
-            return True
         return self.plays_out(steps - done, done * STEP_S - self.handover_steps * s_per_step, s_per_step)
 
     def plays_out(self, remaining: int, ahead_s: float, s_per_step: float) -> bool:
