@@ -85,3 +85,65 @@ def test_intra_op_threads_are_set_per_calling_thread() -> None:
         thread.join()
     assert seen == {"t1": 1, "t3": 3}
     assert torch.get_num_threads() == before  # the calling thread's team is untouched
+
+
+async def test_a_running_job_follows_the_jobs_beside_it_at_each_stage(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The service's wiring of the engine's stages: a job that started alone takes its share at its
+    next stage once another job has started beside it, and every core again once it runs alone;
+    each size is set on the job's own thread."""
+    import asyncio
+    from collections.abc import Callable
+
+    from kokoro_server import concurrency
+    from kokoro_server.engine import ZeroCostEngine
+    from kokoro_server.service import LoadedEngine, SpeechService
+    from kokoro_server.settings import Settings
+
+    monkeypatch.setattr(concurrency, "usable_cores", lambda: 4)
+    stages: list[Callable[[], None]] = []
+    sizes: list[tuple[str, int]] = []
+
+    def use_threads(threads: int) -> None:
+        sizes.append((threading.current_thread().name, threads))
+
+    def at_each_stage(callback: Callable[[], None]) -> None:
+        stages.append(callback)
+
+    service = SpeechService(Settings(max_concurrent=2))
+    service.start(LoadedEngine(ZeroCostEngine(), "cpu", use_threads=use_threads, at_each_stage=at_each_stage))
+    try:
+        assert len(stages) == 1
+        stage = stages[0]
+        step = [threading.Event() for _ in range(3)]
+        stepped = [threading.Event() for _ in range(3)]
+        other_may_end = threading.Event()
+
+        def long_job() -> str:
+            for go, done in zip(step, stepped, strict=True):
+                assert go.wait(10)
+                stage()  # the engine reaching its next stage
+                done.set()
+            return threading.current_thread().name
+
+        async def until(event: threading.Event) -> None:
+            assert await asyncio.to_thread(event.wait, 10)
+
+        first = asyncio.create_task(service.scheduler.lane("a").run(long_job))
+        step[0].set()
+        await until(stepped[0])  # alone: 4 threads
+        other = asyncio.create_task(service.scheduler.lane("b").run(lambda: other_may_end.wait(10)))
+        async with asyncio.timeout(10):
+            while service.scheduler.running < 2:  # noqa: ASYNC110 - jobs start in pool threads
+                await asyncio.sleep(0.001)
+        step[1].set()
+        await until(stepped[1])  # beside the other: its share, 2
+        other_may_end.set()
+        await other
+        step[2].set()
+        await until(stepped[2])  # alone again: 4
+        job_thread = await first
+    finally:
+        service.shutdown()
+    mine = [threads for thread, threads in sizes if thread == job_thread]
+    # at its start (the scheduler's on_start), then at each of its three stages
+    assert mine == [4, 4, 2, 4]

@@ -8,12 +8,15 @@ all of them. But a lone synthesis with 1 thread runs at real-time factor 1.48-1.
 0.86-0.94 with 2 (measured side by side): a lone session would fall behind real time to spare cores
 nobody else uses.
 
-So the threads are chosen per engine job, when it starts, from the jobs running then
-(`ConcurrencyPlan.threads_for`): alone, a job gets every core; with others, the cores are shared
-out. This works because the intra-op pool (OpenMP, and MKL through it) keeps its team size per
-calling thread: `use_intra_op_threads` in a pool thread sets that thread's team only. A job that
-started alone keeps its threads until it ends, which is why jobs are short (a chunk, or one window
-of a first chunk: see `scheduler` and `windowed`).
+So the threads are chosen from the jobs running (`ConcurrencyPlan.threads_for`): alone, a job gets
+every core; with others, the cores are shared out. They are chosen when a job starts, and again
+before each stage of the model while it runs (`kokoro_engine.stage_modules`, at most 0.16 s apart
+at one thread): a job that started alone gives its second core up as soon as another starts
+(else three threads share two cores), and one that started beside another takes every core once
+it runs alone (else a core idles, at the end of a load). Measured side by side, 4 sessions on the
+AVX-512 VM: see images/kokoro/README.md. This works because the intra-op pool (OpenMP, and MKL
+through it) keeps its team size per calling thread: `use_intra_op_threads` in a pool thread sets
+that thread's team only.
 
 On a GPU the kernels run on the device; two syntheses at a time overlap one's CPU-side work (G2P,
 the Python between kernels) with the other's kernels, and the CPU threads matter little.

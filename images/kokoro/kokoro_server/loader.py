@@ -70,4 +70,4 @@ def load_engine(settings: Settings) -> LoadedEngine:
     use_intra_op_threads(plan.threads_for(1))
     engine = KokoroEngine.load(model_dir, device=device, precision=settings.precision)
     logger.info("warm-up synthesis took %.2f s", warm_up(engine))
-    return LoadedEngine(engine, device, use_threads=use_intra_op_threads)
+    return LoadedEngine(engine, device, use_threads=use_intra_op_threads, at_each_stage=engine.at_each_stage)

@@ -12,7 +12,8 @@ serving); the rest wait here, where they can still be dropped, rather than in th
 where they could not.
 
 `on_start`, when given, runs in the pool thread before each job with the number of jobs running
-(that one included): the service sizes the job's intra-op threads there (`concurrency`).
+(that one included): the service sizes the job's intra-op threads there, and again from `running`
+at each stage of the model while the job runs (`concurrency`).
 
 A job that runs past `job_timeout_s` fails its caller with `SynthesisTimeoutError` at once, but
 its thread cannot be stopped: the slot stays taken (and counted as `stuck`) until the call returns.
@@ -157,7 +158,8 @@ class FairScheduler:
 
     @property
     def running(self) -> int:
-        """Jobs executing now (including ones whose caller has gone away)."""
+        """Jobs executing now (including ones whose caller has gone away). Safe to read from a job's
+        thread (the length of a set, read whole under the GIL): jobs size their threads by it."""
         return len(self._running_jobs)
 
     @property

@@ -24,6 +24,9 @@ class LoadedEngine:
     device: Literal["cpu", "cuda"]
     use_threads: Callable[[int], None] | None = None
     """Sets the calling thread's intra-op threads for the engine (None: the engine has none to set)."""
+    at_each_stage: Callable[[Callable[[], None]], object] | None = None
+    """Registers a callback the engine calls on its thread before each stage of a synthesis (None:
+    the engine has no stages to report): threads are re-sized there, not only when a job starts."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,7 +65,8 @@ class SpeechService:
 
     def start(self, loaded: LoadedEngine) -> None:
         """Serve with `loaded`: one pool thread per synthesis allowed at once, each job's intra-op
-        threads sized by the jobs running when it starts (`concurrency`)."""
+        threads sized by the jobs running when it starts, and again before each stage of the model
+        while it runs (`concurrency`)."""
         plan = self.settings.concurrency_for(loaded.device)
         on_start: Callable[[int], None] | None = None
         if (use_threads := loaded.use_threads) is not None:
@@ -71,9 +75,14 @@ class SpeechService:
                 use_threads(plan.threads_for(running))
 
         self._executor = ThreadPoolExecutor(max_workers=plan.concurrency, thread_name_prefix="synthesis")
-        self._scheduler = FairScheduler(
+        scheduler = FairScheduler(
             plan.concurrency, self._executor, self.settings.synthesis_timeout_s, on_start=on_start
         )
+        if use_threads is not None and loaded.at_each_stage is not None:
+            # A job that started alone gives up its second core as soon as another job starts, and
+            # one that started beside another takes every core once it runs alone (measured: #15).
+            loaded.at_each_stage(lambda: use_threads(plan.threads_for(scheduler.running)))
+        self._scheduler = scheduler
         self._engine = loaded.engine
         self.readiness = Readiness.READY
         logger.info(
