@@ -1,5 +1,5 @@
-"""The 'auto' concurrency rule: syntheses at once from the cores, and each job's intra-op threads
-from the jobs running when it starts."""
+"""The 'auto' concurrency rule: syntheses at once from the cores, each job's intra-op threads from
+the jobs running, and the synthesis threads' shares of the cores (one wide thread, the rest narrow)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from kokoro_server.concurrency import ConcurrencyPlan, auto_plan, plan_for, use_intra_op_threads
+from kokoro_server.concurrency import ConcurrencyPlan, SynthesisThreads, auto_plan, plan_for, use_intra_op_threads
 
 
 @pytest.mark.parametrize(
@@ -130,7 +130,7 @@ async def test_a_running_job_follows_the_jobs_beside_it_at_each_stage(monkeypatc
 
         first = asyncio.create_task(service.scheduler.lane("a").run(long_job))
         step[0].set()
-        await until(stepped[0])  # alone: 4 threads
+        await until(stepped[0])  # alone: the wide thread's 3
         other = asyncio.create_task(service.scheduler.lane("b").run(lambda: other_may_end.wait(10)))
         async with asyncio.timeout(10):
             while service.scheduler.running < 2:  # noqa: ASYNC110 - jobs start in pool threads
@@ -140,10 +140,100 @@ async def test_a_running_job_follows_the_jobs_beside_it_at_each_stage(monkeypatc
         other_may_end.set()
         await other
         step[2].set()
-        await until(stepped[2])  # alone again: 4
+        await until(stepped[2])  # alone again: 3
         job_thread = await first
     finally:
         service.shutdown()
+    assert job_thread.startswith("synthesis-wide")  # it started alone: on the wide thread
     mine = [threads for thread, threads in sizes if thread == job_thread]
-    # at its start (the scheduler's on_start), then at each of its three stages
-    assert mine == [4, 4, 2, 4]
+    # at its start (the scheduler's on_start), then at each of its three stages: alone, the wide
+    # thread's cap (3 of 4 cores: the narrow thread keeps a team of 2), beside the other its share
+    assert mine == [3, 3, 2, 3]
+    # the other job ran on the narrow thread, within its cap of 2
+    assert {threads for thread, threads in sizes if thread != job_thread} == {2}
+
+
+@pytest.mark.parametrize(
+    ("plan", "caps"),
+    [
+        (ConcurrencyPlan(2, 2), (2, 1)),  # the 2-core VM: one thread may use both cores, the other one
+        (ConcurrencyPlan(2, 3), (3, 1)),
+        (ConcurrencyPlan(2, 4), (3, 2)),
+        (ConcurrencyPlan(4, 8), (5, 2)),
+        (ConcurrencyPlan(8, 16), (9, 2)),
+        (ConcurrencyPlan(8, 64), (15, 8)),
+        (ConcurrencyPlan(1, 2), (2, 2)),  # one synthesis at a time: no narrow thread
+        (ConcurrencyPlan(4, 2), (2, 1)),
+        (ConcurrencyPlan(2, 16), (9, 8)),  # the GPU plan on 16 cores
+    ],
+)
+def test_the_threads_caps_keep_openmp_teams_within_the_cores(plan: ConcurrencyPlan, caps: tuple[int, int]) -> None:
+    """GNU OpenMP keeps its idle threads spinning only while 1 + the teams' other threads <= cores."""
+    wide, narrow = plan.thread_caps()
+    assert (wide, narrow) == caps
+    assert 1 + (wide - 1) + (plan.concurrency - 1) * (narrow - 1) <= plan.cores
+    assert narrow == plan.threads_for(plan.concurrency)  # a full house keeps its share
+
+
+def test_a_job_runs_on_the_wide_thread_whenever_it_is_free() -> None:
+    """Alone, a job gets the wide thread (every core); beside it, the others run on narrow threads
+    with their cap, whatever the jobs running would allow."""
+    threads = SynthesisThreads(ConcurrencyPlan(3, 6))  # caps: wide 4, narrow 2
+    release = threading.Event()
+    try:
+
+        def where(running: int) -> tuple[str, int]:
+            return threading.current_thread().name, threads.threads_here(running)
+
+        def held(running: int) -> tuple[str, int]:
+            assert release.wait(10)
+            return where(running)
+
+        first = threads.submit(held, 1)
+        second = threads.submit(where, 1)  # as if alone: still the narrow cap
+        third = threads.submit(where, 3)
+        second_name, second_threads = second.result(10)
+        third_name, third_threads = third.result(10)
+        release.set()
+        first_name, first_threads = first.result(10)
+        after_name, after_threads = threads.submit(where, 2).result(10)
+    finally:
+        threads.shutdown()
+    assert first_name.startswith("synthesis-wide")
+    assert first_threads == 4
+    assert not second_name.startswith("synthesis-wide")
+    assert second_threads == 2
+    assert not third_name.startswith("synthesis-wide")
+    assert third_threads == 2
+    assert after_name.startswith("synthesis-wide")
+    assert after_threads == 3
+    assert threads.threads_here(1) == 2  # not a synthesis thread: the narrow cap
+
+
+def test_one_synthesis_at_a_time_runs_every_job_on_the_wide_thread() -> None:
+    threads = SynthesisThreads(ConcurrencyPlan(1, 2))
+    try:
+        names = [threads.submit(lambda: threading.current_thread().name).result(10) for _ in range(3)]
+    finally:
+        threads.shutdown()
+    assert len(set(names)) == 1
+    assert names[0].startswith("synthesis-wide")
+
+
+def test_the_engine_loads_in_a_thread_that_ends() -> None:
+    """Its intra-op team (every core, for loading and warm-up) ends with it: one that stayed would
+    put the synthesis threads' teams over the cores (`concurrency`)."""
+    from kokoro_server.engine import ZeroCostEngine
+    from kokoro_server.service import EngineLoader, LoadedEngine
+    from tests.speech.speech_support import serve_in_process, wait_until
+
+    loading: list[threading.Thread] = []
+
+    def load() -> LoadedEngine:
+        loading.append(threading.current_thread())
+        return LoadedEngine(ZeroCostEngine(), "cpu")
+
+    with serve_in_process(EngineLoader(load)) as (client, _):
+        wait_until(lambda: client.get("/ping").status_code == 200, "the engine to load")
+        wait_until(lambda: not loading[0].is_alive(), "the loading thread to end")
+    assert loading[0].name.startswith("engine-load")

@@ -17,6 +17,7 @@ import itertools
 import logging
 import time
 from collections.abc import AsyncIterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from typing import Final
 
@@ -45,7 +46,14 @@ SERVER_BUSY: Final = "server_busy"
 async def _load(service: SpeechService, loader: EngineLoader) -> None:
     started = time.perf_counter()
     try:
-        loaded = await asyncio.to_thread(loader.load)
+        # In a thread that ends with the load, not the default executor's (which lives on): the
+        # load and warm-up make an intra-op team on every core, which would stay, and with it the
+        # synthesis threads' teams would outnumber the cores (`concurrency.SynthesisThreads`).
+        loading = ThreadPoolExecutor(max_workers=1, thread_name_prefix="engine-load")
+        try:
+            loaded = await asyncio.get_running_loop().run_in_executor(loading, loader.load)
+        finally:
+            loading.shutdown(wait=False)  # its thread ends once the load returns; never block the loop
     except Exception as exc:  # the start-up boundary: report it; the process owner decides (it exits)
         logger.exception("loading the speech engine failed")
         service.fail()

@@ -18,14 +18,29 @@ AVX-512 VM: see images/kokoro/README.md. This works because the intra-op pool (O
 through it) keeps its team size per calling thread: `use_intra_op_threads` in a pool thread sets
 that thread's team only.
 
+Teams have a cost of their own (`SynthesisThreads`). GNU OpenMP, torch's pool, keeps each
+thread's team alive once made, and when its teams' threads outnumber the cores, every idle team
+thread sleeps at once instead of spinning: each of the thousands of small parallel regions in a
+synthesis then waits for a futex wake-up. Measured on the AVX-512 VM, the same first piece at 2
+threads: 0.19-0.22 s while its team was the only one, 0.30-0.41 s once another thread had run at 2
+threads too. So only one synthesis thread may use every core (the "wide" one, which takes a job
+whenever it is free); the others get what is left of the cores (`ConcurrencyPlan.thread_caps`),
+and the engine is loaded in a thread that ends (its team goes with it: `app`).
+
 On a GPU the kernels run on the device; two syntheses at a time overlap one's CPU-side work (G2P,
 the Python between kernels) with the other's kernels, and the CPU threads matter little.
 """
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Final, Literal
+from typing import Final, Literal, ParamSpec, TypeVar
+
+P = ParamSpec("P")
+T = TypeVar("T")
 
 MAX_AUTO_CONCURRENCY: Final = 8
 """More slots than this only deepens the wait of each chunk (the scheduler queues the rest)."""
@@ -42,6 +57,18 @@ class ConcurrencyPlan:
     def threads_for(self, running: int) -> int:
         """Intra-op threads for a job that starts while `running` jobs run (itself included). Pure."""
         return max(1, self.cores // max(1, min(running, self.concurrency)))
+
+    def thread_caps(self) -> tuple[int, int]:
+        """(wide, narrow): the most intra-op threads a job may use on the one wide synthesis thread,
+        and on each of the others. Pure.
+
+        GNU OpenMP spins its idle threads only while its teams' threads (the process's first thread
+        counted once, every other team counted without its own caller) are no more than the cores:
+        1 + (wide - 1) + (concurrency - 1) * (narrow - 1) <= cores. The narrow threads get the share
+        of a full house (`threads_for(concurrency)`), the wide one every core that leaves."""
+        narrow = self.threads_for(self.concurrency)
+        wide = max(narrow, self.cores - (self.concurrency - 1) * (narrow - 1))
+        return wide, narrow
 
 
 def auto_plan(device: Literal["cpu", "cuda"], cores: int) -> ConcurrencyPlan:
@@ -95,3 +122,52 @@ def use_intra_op_threads(threads: int) -> None:
 
     if torch.get_num_threads() != threads:
         torch.set_num_threads(threads)
+
+
+class SynthesisThreads(Executor):
+    """The synthesis threads of a plan: one wide thread, whose jobs may use every core, and
+    `concurrency - 1` narrow ones (`ConcurrencyPlan.thread_caps`). A job runs on the wide thread
+    whenever it is free, so a job that runs alone runs there. The caller keeps at most
+    `concurrency` jobs running (the scheduler's slots): a narrow thread is then free whenever the
+    wide one is busy."""
+
+    def __init__(self, plan: ConcurrencyPlan) -> None:
+        self._plan = plan
+        self._wide_cap, self._narrow_cap = plan.thread_caps()
+        self._wide = ThreadPoolExecutor(max_workers=1, thread_name_prefix="synthesis-wide")
+        self._narrow = (
+            ThreadPoolExecutor(max_workers=plan.concurrency - 1, thread_name_prefix="synthesis")
+            if plan.concurrency > 1
+            else None
+        )
+        self._lock = threading.Lock()
+        self._wide_busy = False
+        self._wide_thread: int | None = None
+
+    def submit(self, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> Future[T]:
+        with self._lock:
+            on_wide = self._narrow is None or not self._wide_busy
+            if on_wide:
+                self._wide_busy = True
+        if not on_wide and self._narrow is not None:
+            return self._narrow.submit(fn, *args, **kwargs)
+
+        def wide_job() -> T:
+            self._wide_thread = threading.get_ident()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                with self._lock:
+                    self._wide_busy = False
+
+        return self._wide.submit(wide_job)
+
+    def threads_here(self, running: int) -> int:
+        """Intra-op threads for a job on the calling synthesis thread while `running` jobs run."""
+        cap = self._wide_cap if threading.get_ident() == self._wide_thread else self._narrow_cap
+        return min(cap, self._plan.threads_for(running))
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        for pool in (self._wide, self._narrow):
+            if pool is not None:
+                pool.shutdown(wait, cancel_futures=cancel_futures)

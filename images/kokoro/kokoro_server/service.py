@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Literal
 
 from kokoro_server.chunking import ChunkPolicy, SentenceChunker, WholeText
+from kokoro_server.concurrency import SynthesisThreads
 from kokoro_server.engine import SpeechEngine
 from kokoro_server.schedule import AdaptiveChunker, EngineSpeed, ListenerBoard, sharing_factor
 from kokoro_server.scheduler import FairScheduler
@@ -61,27 +61,26 @@ class SpeechService:
         self.active_sessions = 0
         self._engine: SpeechEngine | None = None
         self._scheduler: FairScheduler | None = None
-        self._executor: ThreadPoolExecutor | None = None
+        self._executor: SynthesisThreads | None = None
 
     def start(self, loaded: LoadedEngine) -> None:
-        """Serve with `loaded`: one pool thread per synthesis allowed at once, each job's intra-op
-        threads sized by the jobs running when it starts, and again before each stage of the model
-        while it runs (`concurrency`)."""
+        """Serve with `loaded`: one synthesis thread per synthesis allowed at once, each job's
+        intra-op threads sized by the jobs running when it starts, and again before each stage of
+        the model while it runs, within its thread's share (`concurrency`)."""
         plan = self.settings.concurrency_for(loaded.device)
+        threads = SynthesisThreads(plan)
         on_start: Callable[[int], None] | None = None
         if (use_threads := loaded.use_threads) is not None:
 
             def on_start(running: int) -> None:
-                use_threads(plan.threads_for(running))
+                use_threads(threads.threads_here(running))
 
-        self._executor = ThreadPoolExecutor(max_workers=plan.concurrency, thread_name_prefix="synthesis")
-        scheduler = FairScheduler(
-            plan.concurrency, self._executor, self.settings.synthesis_timeout_s, on_start=on_start
-        )
+        self._executor = threads
+        scheduler = FairScheduler(plan.concurrency, threads, self.settings.synthesis_timeout_s, on_start=on_start)
         if use_threads is not None and loaded.at_each_stage is not None:
             # A job that started alone gives up its second core as soon as another job starts, and
             # one that started beside another takes every core once it runs alone (measured: #15).
-            loaded.at_each_stage(lambda: use_threads(plan.threads_for(scheduler.running)))
+            loaded.at_each_stage(lambda: use_threads(threads.threads_here(scheduler.running)))
         self._scheduler = scheduler
         self._engine = loaded.engine
         self.readiness = Readiness.READY
@@ -90,7 +89,7 @@ class SpeechService:
             loaded.device,
             plan.concurrency,
             plan.cores,
-            plan.threads_for(1),
+            min(plan.thread_caps()[0], plan.threads_for(1)),
             plan.threads_for(plan.concurrency),
         )
 
