@@ -4,7 +4,17 @@ from __future__ import annotations
 
 import pytest
 
-from bench.threads import SENTENCES, Config, Outcome, background_load, configs, main, measure, render
+from bench.threads import (
+    SENTENCES,
+    Config,
+    Outcome,
+    background_load,
+    configs,
+    loaded_in_a_thread_that_ends,
+    main,
+    measure,
+    render,
+)
 from kokoro_server.engine import ZeroCostEngine
 
 
@@ -32,6 +42,31 @@ def test_each_synthesis_thread_works_until_the_time_is_up() -> None:
     assert outcome.wall_s >= 0.3
     assert {text for text, _, _ in engine.calls} == set(SENTENCES)  # two threads, two turns each at least
     assert outcome.audio_s == pytest.approx(sum(engine.samples_for(t) for t, _, _ in engine.calls) / 24000)
+
+
+def test_the_engine_is_loaded_and_warmed_up_in_a_thread_that_ends() -> None:
+    """As in the server: the loading thread's intra-op team must not outlive it (`concurrency`)."""
+    import threading
+
+    engine = ZeroCostEngine()
+    loading: list[threading.Thread] = []
+
+    def load() -> ZeroCostEngine:
+        loading.append(threading.current_thread())
+        return engine
+
+    assert loaded_in_a_thread_that_ends(load) is engine
+    assert loading[0] is not threading.current_thread()
+    assert not loading[0].is_alive()
+    assert [text for text, _, _ in engine.calls] == [SENTENCES[0]]  # the warm-up, on that thread
+
+
+def test_a_failed_load_is_an_error_here_too() -> None:
+    def load() -> ZeroCostEngine:
+        raise OSError("no weights")
+
+    with pytest.raises(OSError, match=r"^no weights$"):
+        loaded_in_a_thread_that_ends(load)
 
 
 def test_the_table_compares_every_configuration_with_the_lone_session() -> None:
