@@ -237,3 +237,20 @@ def test_the_engine_loads_in_a_thread_that_ends() -> None:
         wait_until(lambda: client.get("/ping").status_code == 200, "the engine to load")
         wait_until(lambda: not loading[0].is_alive(), "the loading thread to end")
     assert loading[0].name.startswith("engine-load")
+
+
+def test_a_wide_job_cancelled_before_it_starts_frees_the_wide_thread() -> None:
+    """Else every later job would run on a narrow thread, a lone session at one core."""
+    threads = SynthesisThreads(ConcurrencyPlan(2, 2))
+    release = threading.Event()
+    try:
+        # The wide thread made busy behind the executor's back, so that the next job waits in its queue.
+        blocker = threads._wide.submit(release.wait, 10)
+        queued = threads.submit(threading.current_thread)
+        assert queued.cancel()
+        release.set()
+        blocker.result(10)
+        name = threads.submit(lambda: threading.current_thread().name).result(10)
+    finally:
+        threads.shutdown()
+    assert name.startswith("synthesis-wide")

@@ -37,7 +37,7 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Final, Literal, ParamSpec, TypeVar
+from typing import Any, Final, Literal, ParamSpec, TypeVar
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -154,13 +154,17 @@ class SynthesisThreads(Executor):
 
         def wide_job() -> T:
             self._wide_thread = threading.get_ident()
-            try:
-                return fn(*args, **kwargs)
-            finally:
-                with self._lock:
-                    self._wide_busy = False
+            return fn(*args, **kwargs)
 
-        return self._wide.submit(wide_job)
+        future = self._wide.submit(wide_job)
+        # Freed when the job ends, and also if it is cancelled before it starts (a flag freed by the
+        # job itself would stay set then, and every later job would run narrow).
+        future.add_done_callback(self._wide_freed)
+        return future
+
+    def _wide_freed(self, _: Future[Any]) -> None:
+        with self._lock:
+            self._wide_busy = False
 
     def threads_here(self, running: int) -> int:
         """Intra-op threads for a job on the calling synthesis thread while `running` jobs run."""
