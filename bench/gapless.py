@@ -23,6 +23,7 @@ import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Final, Literal
 
@@ -35,7 +36,7 @@ from speech_protocol import WS_PATH
 if TYPE_CHECKING:
     from starlette.applications import Starlette
 
-    from kokoro_server.engine import SpeechEngine
+    from kokoro_server.kokoro_engine import KokoroEngine
 
 Policy = Literal["sentence", "adaptive"]
 POLICIES: Final[tuple[Policy, ...]] = ("sentence", "adaptive")
@@ -119,8 +120,16 @@ def gap_lines(rows: Sequence[Row]) -> list[str]:
 
 @contextmanager
 def serving(app: Starlette) -> Iterator[str]:
-    """`app` served by uvicorn on 127.0.0.1 at a free port, in a thread; yields the WebSocket URL."""
+    """`app` served by uvicorn on 127.0.0.1 at a free port, in a thread; yields the WebSocket URL
+    once `/ping` answers 200 (an app given a loader loads it in the background)."""
+    import httpx
+
     with serve_in_thread(app, ws="websockets-sansio") as server:
+        deadline = time.monotonic() + 60
+        while httpx.get(server.http_url + "/ping").status_code != 200:
+            if time.monotonic() > deadline:
+                raise TimeoutError("the benchmark's speech app did not become ready within 60 s")
+            time.sleep(0.01)
         yield server.ws_url(WS_PATH)
 
 
@@ -133,34 +142,36 @@ async def run_sessions(url: str, text: str, sessions: int) -> Outcome:
     )
 
 
-def build_app(engine: SpeechEngine, policy: Policy) -> Starlette:
-    """The speech server's app serving the loaded `engine` (precision and device are the engine's)."""
+def build_app(engine: KokoroEngine, policy: Policy) -> Starlette:
+    """The speech server's app serving the loaded `engine` as the server does: its threads sized per
+    job and per stage on the server's synthesis threads (precision and device are the engine's)."""
     from kokoro_server.app import create_app
+    from kokoro_server.concurrency import use_intra_op_threads
+    from kokoro_server.service import EngineLoader, LoadedEngine
     from kokoro_server.settings import Settings
 
-    return create_app(Settings(chunking=policy, log_level="warning"), engine)
+    loaded = LoadedEngine(engine, "cpu", use_threads=use_intra_op_threads, at_each_stage=engine.at_each_stage)
+    return create_app(Settings(chunking=policy, log_level="warning"), EngineLoader(lambda: loaded))
 
 
-def run_precision(engine: SpeechEngine, precision: str, cases: Sequence[Case], progress: bool = True) -> list[Row]:
-    """Every case of `precision`, policy after policy within each case (so load drifts hit both)."""
+def run_precision(engine: KokoroEngine, precision: str, cases: Sequence[Case], progress: bool = True) -> list[Row]:
+    """Every case of `precision`, policy after policy within each case (so load drifts hit both).
+    One app at a time: two apps' synthesis threads would make more OpenMP teams than the cores
+    (`kokoro_server.concurrency`), which the server never does."""
     rows: list[Row] = []
-    with (
-        serving(build_app(engine, "sentence")) as naive_url,
-        serving(build_app(engine, "adaptive")) as adaptive_url,
-    ):
-        urls: dict[Policy, str] = {"sentence": naive_url, "adaptive": adaptive_url}
-        for case in cases:
-            outcomes: dict[Policy, Outcome] = {}
-            for policy in POLICIES:
+    for case in cases:
+        outcomes: dict[Policy, Outcome] = {}
+        for policy in POLICIES:
+            with serving(build_app(engine, policy)) as url:
                 started = time.perf_counter()
-                outcomes[policy] = asyncio.run(run_sessions(urls[policy], TEXTS[case.text_name], case.sessions))
-                if progress:
-                    print(
-                        f"  {case.text_name}, {case.sessions} session(s), {precision}, {policy}: "
-                        f"{time.perf_counter() - started:.1f} s",
-                        file=sys.stderr,
-                    )
-            rows.append(Row(case, outcomes))
+                outcomes[policy] = asyncio.run(run_sessions(url, TEXTS[case.text_name], case.sessions))
+            if progress:
+                print(
+                    f"  {case.text_name}, {case.sessions} session(s), {precision}, {policy}: "
+                    f"{time.perf_counter() - started:.1f} s",
+                    file=sys.stderr,
+                )
+        rows.append(Row(case, outcomes))
     return rows
 
 
@@ -174,8 +185,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=2, help="timed runs per precision for the speed-up")
     args = parser.parse_args(argv)
     from bench.precision import load_engine, measure_precision
+    from bench.threads import loaded_in_a_thread_that_ends
     from kokoro_server.fake_weights import ensure_random_weights
-    from kokoro_server.loader import warm_up
 
     started = time.perf_counter()
     model_dir = ensure_random_weights() if args.model_dir is None else args.model_dir
@@ -183,8 +194,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     session_counts = [int(n) for n in args.sessions.split(",")]
     engines = {}
     for precision in precisions:
-        engines[precision] = engine = load_engine(model_dir, precision=precision)
-        print(f"gapless: {precision} engine loaded, warm-up {warm_up(engine):.1f} s", file=sys.stderr)
+        # As the server does: in a thread that ends, its intra-op team with it (`bench.threads`).
+        loading = time.perf_counter()
+        engines[precision] = loaded_in_a_thread_that_ends(partial(load_engine, model_dir, precision=precision))
+        print(
+            f"gapless: {precision} engine loaded and warmed up in {time.perf_counter() - loading:.1f} s",
+            file=sys.stderr,
+        )
     rows: list[Row] = []
     for precision, engine in engines.items():
         cases = [Case(name, n, precision) for name in TEXTS for n in session_counts]

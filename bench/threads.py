@@ -95,7 +95,7 @@ def measure(engine: SpeechEngine, config: Config, seconds: float) -> Outcome:
     return Outcome(config, sum(audio), time.perf_counter() - started)
 
 
-def loaded_in_a_thread_that_ends(load: Callable[[], SpeechEngine]) -> SpeechEngine:
+def loaded_in_a_thread_that_ends[E: SpeechEngine](load: Callable[[], E]) -> E:
     """The engine `load` makes, warmed up, in a thread that then ends, as the server does: its
     intra-op team ends with it. One left behind (this process's first thread, had it loaded the
     model) would put the measured threads' teams over the cores, and GNU OpenMP then puts idle
@@ -106,7 +106,7 @@ def loaded_in_a_thread_that_ends(load: Callable[[], SpeechEngine]) -> SpeechEngi
     return engine  # the pool's thread has ended: `with` joined it
 
 
-def _load_and_warm_up(load: Callable[[], SpeechEngine]) -> SpeechEngine:
+def _load_and_warm_up[E: SpeechEngine](load: Callable[[], E]) -> E:
     use_intra_op_threads(usable_cores())
     engine = load()
     engine.synthesize(SENTENCES[0], engine.default_voice, 1.0)  # warm-up

@@ -78,3 +78,19 @@ def test_every_window_reports_its_stages_on_the_thread_that_decodes_it(kokoro_en
         frame_rate + per_window,
         *[per_window] * (len(per_piece) - 2),
     ]
+
+
+def test_the_gapless_benchmark_serves_the_engine_one_app_at_a_time_and_unhooks_it(kokoro_engine: KokoroEngine) -> None:
+    """`bench.gapless` serves the real engine as the server does (threads sized per job and stage),
+    one app at a time; each app's service removes its stage hooks when it shuts down, so the next
+    app's stages size only its own threads."""
+    from bench.gapless import POLICIES, Case, run_precision
+
+    stages = stage_modules(kokoro_engine._model)
+    rows = run_precision(kokoro_engine, "fp32", [Case("four sentences", 1, "fp32")], progress=False)
+    assert len(rows) == 1
+    assert set(rows[0].outcomes) == set(POLICIES)
+    for outcome in rows[0].outcomes.values():
+        assert len(outcome.playbacks) == 1
+        assert outcome.playbacks[0].audio_s > 10  # the whole four-sentence text was heard
+    assert [len(module._forward_pre_hooks) for module in stages] == [0] * len(stages)

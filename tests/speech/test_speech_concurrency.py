@@ -106,8 +106,11 @@ async def test_a_running_job_follows_the_jobs_beside_it_at_each_stage(monkeypatc
     def use_threads(threads: int) -> None:
         sizes.append((threading.current_thread().name, threads))
 
-    def at_each_stage(callback: Callable[[], None]) -> None:
+    removed: list[bool] = []
+
+    def at_each_stage(callback: Callable[[], None]) -> Callable[[], None]:
         stages.append(callback)
+        return lambda: removed.append(True)
 
     service = SpeechService(Settings(max_concurrent=2))
     service.start(LoadedEngine(ZeroCostEngine(), "cpu", use_threads=use_threads, at_each_stage=at_each_stage))
@@ -144,6 +147,7 @@ async def test_a_running_job_follows_the_jobs_beside_it_at_each_stage(monkeypatc
         job_thread = await first
     finally:
         service.shutdown()
+    assert removed == [True]  # the stages no longer call this service once it is shut down
     assert job_thread.startswith("synthesis-wide")  # it started alone: on the wide thread
     mine = [threads for thread, threads in sizes if thread == job_thread]
     # at its start (the scheduler's on_start), then at each of its three stages: alone, the wide

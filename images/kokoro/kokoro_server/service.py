@@ -24,9 +24,10 @@ class LoadedEngine:
     device: Literal["cpu", "cuda"]
     use_threads: Callable[[int], None] | None = None
     """Sets the calling thread's intra-op threads for the engine (None: the engine has none to set)."""
-    at_each_stage: Callable[[Callable[[], None]], object] | None = None
-    """Registers a callback the engine calls on its thread before each stage of a synthesis (None:
-    the engine has no stages to report): threads are re-sized there, not only when a job starts."""
+    at_each_stage: Callable[[Callable[[], None]], Callable[[], None]] | None = None
+    """Registers a callback the engine calls on its thread before each stage of a synthesis, and
+    returns what removes it (None: the engine has no stages to report): threads are re-sized
+    there, not only when a job starts."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +63,7 @@ class SpeechService:
         self._engine: SpeechEngine | None = None
         self._scheduler: FairScheduler | None = None
         self._executor: SynthesisThreads | None = None
+        self._unhook: Callable[[], None] | None = None
 
     def start(self, loaded: LoadedEngine) -> None:
         """Serve with `loaded`: one synthesis thread per synthesis allowed at once, each job's
@@ -80,7 +82,7 @@ class SpeechService:
         if use_threads is not None and loaded.at_each_stage is not None:
             # A job that started alone gives up its second core as soon as another job starts, and
             # one that started beside another takes every core once it runs alone (measured: #15).
-            loaded.at_each_stage(lambda: use_threads(threads.threads_here(scheduler.running)))
+            self._unhook = loaded.at_each_stage(lambda: use_threads(threads.threads_here(scheduler.running)))
         self._scheduler = scheduler
         self._engine = loaded.engine
         self.readiness = Readiness.READY
@@ -130,6 +132,11 @@ class SpeechService:
         return self._scheduler
 
     def shutdown(self) -> None:
+        if self._unhook is not None:
+            # Another service may serve the same engine after this one (benchmarks, tests): its
+            # stages must size that one's threads only.
+            self._unhook()
+            self._unhook = None
         if self._executor is not None:
             # A running synthesis cannot be interrupted; queued ones are dropped by their lanes.
             self._executor.shutdown(wait=False, cancel_futures=True)
