@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+import threading
 import time
 from collections import deque
 from collections.abc import Callable
@@ -57,6 +58,8 @@ class _Job:
     timer: asyncio.TimerHandle | None = None
     timed_out: bool = False
     started: float = 0.0
+    thread: str = ""
+    """The pool thread it ran on (for the job log)."""
 
 
 @dataclass(eq=False)
@@ -223,6 +226,7 @@ class FairScheduler:
         job.started = time.perf_counter()
 
         def call() -> Any:
+            job.thread = threading.current_thread().name
             if on_start is not None:
                 on_start(running)
             return job.fn()
@@ -248,8 +252,9 @@ class FairScheduler:
 
     def _finished(self, job: _Job, outcome: asyncio.Future[Any]) -> None:
         logger.debug(
-            "job of lane %s: %.3f s late at start, ran %.3f s; %d running after it",
+            "job of lane %s on %s: %.3f s late at start, ran %.3f s; %d running after it",
             job.lane.name,
+            job.thread,
             job.started - job.due if job.due is not None else 0.0,
             time.perf_counter() - job.started,
             self.running - 1,
