@@ -261,9 +261,25 @@ def test_a_remainder_that_fits_is_taken_whole_and_a_tail_is_not_left_behind() ->
     assert plan("  Later, we go home.  ", 2.0) == Chunk("Later, we go home.", "")
 
 
-def test_after_an_underrun_the_next_chunk_is_the_shortest_sensible_piece_again() -> None:
-    assert plan(WEATHER, 0.0) == plan(WEATHER, 0.0, first=True)
-    assert plan(WEATHER, 0.3) == plan(WEATHER, 0.0, first=True)  # 0.075 s buffer left: under 15 characters
+def test_after_an_underrun_the_next_chunk_is_the_shortest_piece_cut_at_a_phrase_or_stronger() -> None:
+    """A gap is coming: the earliest phrase boundary (30 characters), not the first chunk's clause
+    (40), which a listener waiting for the first words gets for its prosody."""
+    shortest = Chunk(
+        "Well, when the weather is fine", " and warm, we walk to the river and sit down. Later, we go home."
+    )
+    assert plan(WEATHER, 0.0) == shortest
+    assert plan(WEATHER, 0.3) == shortest  # 0.075 s buffer left: under 15 characters
+    assert plan(WEATHER, 0.0, first=True) == Chunk(
+        "Well, when the weather is fine and warm,", " we walk to the river and sit down. Later, we go home."
+    )
+
+
+def test_the_measured_two_session_case_takes_the_phrase_not_the_sentence_end() -> None:
+    """#15: 1.20 s of audio at 0.0475 s per character (with 0.05 s of overhead) buys 14 characters."""
+    rest = " agent start talking before its answer is ready. Each sentence is synthesized as soon as it is written."
+    chunk = plan_chunk(rest, first=False, buffered_audio_s=1.20, s_per_char=0.0475, overhead_s=0.05)
+    assert chunk is not None
+    assert chunk.text == "agent start talking"  # predicted 0.05 + 19 x 0.0475 = 0.95 s, not 2.28 s for 47
 
 
 def test_the_schedule_of_the_long_answer_on_a_cpu_like_engine() -> None:
