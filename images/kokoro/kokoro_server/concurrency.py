@@ -37,10 +37,7 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Final, Literal, ParamSpec, TypeVar
-
-P = ParamSpec("P")
-T = TypeVar("T")
+from typing import Any, Final, Literal
 
 MAX_AUTO_CONCURRENCY: Final = 8
 """More slots than this only deepens the wait of each chunk (the scheduler queues the rest)."""
@@ -144,7 +141,7 @@ class SynthesisThreads(Executor):
         self._wide_busy = False
         self._wide_thread: int | None = None
 
-    def submit(self, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> Future[T]:
+    def submit[**P, T](self, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> Future[T]:
         with self._lock:
             on_wide = self._narrow is None or not self._wide_busy
             if on_wide:
