@@ -12,11 +12,11 @@ So the threads are chosen from the jobs running (`ConcurrencyPlan.threads_for`):
 every core; with others, the cores are shared out. They are chosen when a job starts, and again
 before each stage of the model while it runs (`kokoro_engine.stage_modules`, at most 0.16 s apart
 at one thread): a job that started alone gives its second core up as soon as another starts
-(else three threads share two cores), and one that started beside another takes every core once
-it runs alone (else a core idles, at the end of a load). Measured side by side, 4 sessions on the
-AVX-512 VM: see images/kokoro/README.md. This works because the intra-op pool (OpenMP, and MKL
-through it) keeps its team size per calling thread: `use_intra_op_threads` in a pool thread sets
-that thread's team only.
+(else three threads share two cores), and one on the wide thread (below) that started beside
+another takes every core once it runs alone (else a core idles, at the end of a load). Measured
+side by side, 4 sessions on the AVX-512 VM: see images/kokoro/README.md. This works because the
+intra-op pool (OpenMP, and MKL through it) keeps its team size per calling thread:
+`use_intra_op_threads` in a pool thread sets that thread's team only.
 
 Teams have a cost of their own (`SynthesisThreads`). GNU OpenMP, torch's pool, keeps each
 thread's team alive once made, and when its teams' threads outnumber the cores, every idle team

@@ -81,7 +81,8 @@ class SpeechService:
         scheduler = FairScheduler(plan.concurrency, threads, self.settings.synthesis_timeout_s, on_start=on_start)
         if use_threads is not None and loaded.at_each_stage is not None:
             # A job that started alone gives up its second core as soon as another job starts, and
-            # one that started beside another takes every core once it runs alone (measured: #15).
+            # one on the wide thread that started beside another takes every core once it runs
+            # alone, within its thread's cap (measured: #15).
             self._unhook = loaded.at_each_stage(lambda: use_threads(threads.threads_here(scheduler.running)))
         self._scheduler = scheduler
         self._engine = loaded.engine
@@ -91,7 +92,7 @@ class SpeechService:
             loaded.device,
             plan.concurrency,
             plan.cores,
-            min(plan.thread_caps()[0], plan.threads_for(1)),
+            plan.thread_caps()[0],  # a job alone runs on the wide thread
             plan.threads_for(plan.concurrency),
         )
 
