@@ -248,10 +248,9 @@ class KokoroEngine:
         """The chunk's audio window by window (`windowed`): the first piece after one window of
         vocoder work, not the whole chunk's. Text encoder and prosody run per phoneme string. The
         first window is cut once they have run, when the crowd of listeners waiting in silence is
-        known (`WindowPlan.first_for`, at the vocoder's cautious speed: it cannot be revised). Each
-        later window is cut when its step starts, as long as the vocoder (at its typical speed) can
-        make it before the `ahead_s()` seconds of audio the listener holds run out
-        (`WindowPlan.next_steps`).
+        known (`WindowPlan.first_for`). Each later window is cut when its step starts, as long as the
+        vocoder can make it before the `ahead_s()` seconds of audio the listener holds run out
+        (`WindowPlan.next_steps`). Both at the slowest recent window's speed (`vocoder_speed`).
 
         Each `next` may run on another thread (the server makes every window its own engine job):
         inference mode and autocast are thread-local, so they are entered and left within each
@@ -264,7 +263,7 @@ class KokoroEngine:
         strings = self.phonemize(text)
 
         def next_steps(remaining: int) -> int:
-            ahead, speed_now = ahead_s() if ahead_s is not None else None, self.vocoder_speed.typical
+            ahead, speed_now = ahead_s() if ahead_s is not None else None, self.vocoder_speed.s_per_step
             size = plan.next_steps(remaining, ahead, speed_now)
             logger.debug(
                 "window: %d of %d steps left, listener ahead %s s, %s s/step", size, remaining, ahead, speed_now
@@ -278,16 +277,10 @@ class KokoroEngine:
             crowd = others_waiting() if others_waiting is not None and number == 1 else 0
             timed = [t for t in tokens if t.start_ts is not None and t.end_ts is not None]
             word_ends = sorted({round(t.end_ts / STEP_S) for t in timed})
-            cautious = self.vocoder_speed.cautious
-            first = plan.first_for(crowd, encoded.vocoder_steps, cautious, word_ends)
-            logger.debug(
-                "first window: %d of %d steps, %d waiting, %s s/step (slowest of the last windows)",
-                first,
-                encoded.vocoder_steps,
-                crowd,
-                cautious,
-            )
-            done, total = 0, encoded.vocoder_steps * SAMPLES_PER_STEP
+            steps, s_per_step = encoded.vocoder_steps, self.vocoder_speed.s_per_step
+            first = plan.first_for(crowd, steps, s_per_step, word_ends)
+            logger.debug("first window: %d of %d steps, %d waiting, %s s/step", first, steps, crowd, s_per_step)
+            done, total = 0, steps * SAMPLES_PER_STEP
             pieces = decode_pieces(
                 self._model.decoder,
                 encoded,

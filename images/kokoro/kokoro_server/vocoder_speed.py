@@ -1,22 +1,22 @@
-"""The vocoder's measured speed: seconds per vocoded input step, from the windows an engine decoded.
+"""The vocoder's speed the window plan counts on: the slowest of the engine's last windows.
 
-Two figures, for two kinds of decision (`kokoro_engine.synthesize_pieces`):
+A chunk's windows (`windowed.WindowPlan`) are sized so that each arrives before the listener's
+audio runs out, from seconds per vocoded input step. The error is not symmetric: a window planned
+at too fast a speed arrives late, and the listener hears silence; one planned too slow is a few
+steps shorter (one more window's context to compute) or, for a first window, a few steps longer
+(first audio later by those steps). So the plan counts on the slowest of the last `HISTORY`
+windows, not on their average.
 
-- `typical`, a running average with half weight on the newest window, sizes each later window of a
-  chunk. It follows the engine's load within a chunk, and a misprediction there is absorbed:
-  `WindowPlan.margin`, and the plan's recovery when the listener's buffer runs thinner than planned.
-- `cautious`, the slowest of the last `history` windows, sizes a chunk's first window, the one
-  decision that cannot be revised: a first window too short for the real speed leaves a gap after
-  it (the listener has started to play), one a few steps too long only delays first audio by those
-  steps. Measured in the page (`make bench-page`, stream and batch trials alternating, 2 cores):
-  the first windows of a stream answer ran at 0.0051-0.0066 s/step, while the agent and the
-  browser were busy beside the engine; those of a batch answer at 0.0035-0.0046, its later ones at
-  0.0031-0.0034. A stream answer after a batch one was planned at the average, 0.0034: a first
-  window of 26 steps, and 0.07 s of silence after it. The slowest of the last 16 windows (about
-  four first chunks) was 0.0056 there. The price: one slow window lengthens the next few first
-  windows (first audio later by those steps), never the other way round.
+Measured in the page (`make bench-page`, stream and batch trials alternating, 2-core AMD EPYC,
+2026-12-01): windows of a stream answer ran at 0.0045-0.0075 s/step, while the agent and the
+browser were busy beside the engine, those of a batch answer at 0.0031-0.0046. Planned at a
+running average (half weight on the newest window), which batch answers had pulled down, stream
+answers heard silence after their first or second window: a 26-step first window planned at
+0.0034 s/step, 0.07 s of silence; a second window planned at 0.0038 that ran at 0.0049, 0.05 s.
+Stream answers with an underrun, page runs side by side: 6 of 14 at the average, 3 of 12 with the
+first window at the slowest recent speed (images/kokoro/README.md, Performance).
 
-Windows of different sessions are decoded on different threads: the figures are kept under a lock.
+Windows of different sessions are decoded on different threads: the history is kept under a lock.
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ from collections import deque
 from typing import Final
 
 HISTORY: Final = 16
-"""Windows remembered for `cautious`: a first chunk is cut into three to five windows, so these
-are about the last four first chunks' (a slow start in any of the last few answers is remembered)."""
+"""Windows remembered: a first chunk is cut into three to five windows, so these are about the last
+four answers' (a slow start in any of them is remembered; one slow outlier is forgotten after 16)."""
 
 
 class VocoderSpeed:
@@ -38,27 +38,17 @@ class VocoderSpeed:
             raise ValueError(f"history must be at least 1 window, got {history}")
         self._lock = threading.Lock()
         self._recent: deque[float] = deque(maxlen=history)
-        self._typical: float | None = None
 
     def record(self, steps: int, seconds: float) -> None:
-        """Fold one window's vocoder work in: `steps` vocoded input steps took `seconds`. A window of
-        no steps says nothing about the speed and is ignored."""
+        """One window's vocoder work: `steps` vocoded input steps took `seconds`. A window of no
+        steps says nothing about the speed and is ignored."""
         if steps <= 0:
             return
-        rate = seconds / steps
         with self._lock:
-            self._recent.append(rate)
-            # Half weight: the speed follows the engine's load, which changes as other jobs start and end.
-            self._typical = rate if self._typical is None else (self._typical + rate) / 2
+            self._recent.append(seconds / steps)
 
     @property
-    def typical(self) -> float | None:
-        """The running average (None before the first window): for a chunk's later windows."""
-        with self._lock:
-            return self._typical
-
-    @property
-    def cautious(self) -> float | None:
-        """The slowest of the last `history` windows (None before the first): for a first window."""
+    def s_per_step(self) -> float | None:
+        """The slowest of the last `history` windows, None before the first."""
         with self._lock:
             return max(self._recent) if self._recent else None
