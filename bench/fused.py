@@ -25,7 +25,6 @@ import numpy as np
 
 from bench.threads import SENTENCES
 from kokoro_server.concurrency import usable_cores, use_intra_op_threads
-from kokoro_server.vocoder_speed import VocoderSpeed
 
 if TYPE_CHECKING:
     from kokoro_server.kokoro_engine import KokoroEngine
@@ -67,7 +66,7 @@ def one_round(engine: KokoroEngine) -> Round:
         chunk = engine.synthesize(sentence, engine.default_voice, 1.0)
         compute += time.perf_counter() - started
         audio += chunk.duration_s
-    engine.vocoder_speed = VocoderSpeed()  # unmeasured: both engines cut the same first window (the default)
+    engine.vocoder_s_per_step = None  # both engines cut the same first window (the default, at a word end)
     started = time.perf_counter()
     pieces = engine.synthesize_pieces(SENTENCES[0], engine.default_voice, 1.0)
     next(pieces)

@@ -104,23 +104,20 @@ def render(plan: WindowPlan, speeds: Sequence[float], chunks_s: Sequence[float],
 
 
 def measure_speed(model_dir: Path | None) -> float:
-    """This machine's vocoder speed as the server counts on it: the slowest window of a first chunk,
-    after one that warms up (and is forgotten)."""
+    """This machine's vocoder speed as the server measures it: the engine's running average over the
+    windows of two first chunks (the first one warms up)."""
     from bench.texts import FOUR_SENTENCES
     from kokoro_server.fake_weights import ensure_random_weights
     from kokoro_server.kokoro_engine import KokoroEngine
-    from kokoro_server.vocoder_speed import VocoderSpeed
 
     engine = KokoroEngine.load(ensure_random_weights() if model_dir is None else model_dir)
     text = FOUR_SENTENCES.split(".")[0] + "."
     for _ in range(2):
-        engine.vocoder_speed = VocoderSpeed()
         for _piece in engine.synthesize_pieces(text, engine.default_voice, 1.0):
             pass
-    speed = engine.vocoder_speed.s_per_step
-    if speed is None:
+    if engine.vocoder_s_per_step is None:
         raise RuntimeError("the engine measured no window")
-    return speed
+    return engine.vocoder_s_per_step
 
 
 def positive_floats(raw: str) -> tuple[float, ...]:

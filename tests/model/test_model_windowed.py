@@ -23,7 +23,6 @@ import torch
 
 from kokoro_server.kokoro_engine import KokoroEngine
 from kokoro_server.norm_carry import NormCarry
-from kokoro_server.vocoder_speed import VocoderSpeed
 from kokoro_server.windowed import (
     SAMPLES_PER_STEP,
     WindowPlan,
@@ -136,13 +135,13 @@ def test_the_engine_pieces_add_up_to_the_chunk(kokoro_engine: KokoroEngine, crow
         buffered.append(100.0)
         return 100.0  # plenty: every later window is the longest (and the plan is the default one)
 
-    kokoro_engine.vocoder_speed = VocoderSpeed()  # unmeasured: the plan's default first window, at a word end
+    kokoro_engine.vocoder_s_per_step = None  # unmeasured: the plan's default first window, at a word end
     pieces = list(
         kokoro_engine.synthesize_pieces(TEXT, "af_heart", 1.0, others_waiting=others_waiting, ahead_s=ahead_s)
     )
     assert asked == [crowd]  # once, for the first window
     assert len(buffered) == len(pieces) - 1  # once before each later window
-    measured = kokoro_engine.vocoder_speed.s_per_step
+    measured = kokoro_engine.vocoder_s_per_step
     assert measured is not None  # every window's vocoder work was measured
     assert measured > 0.0
     steps = len(whole.pcm) // 2 // SAMPLES_PER_STEP
