@@ -115,9 +115,10 @@ def measure_speed(model_dir: Path | None) -> float:
     for _ in range(2):
         for _piece in engine.synthesize_pieces(text, engine.default_voice, 1.0):
             pass
-    if engine.vocoder_s_per_step is None:
+    speed = engine.vocoder_speed.typical
+    if speed is None:
         raise RuntimeError("the engine measured no window")
-    return engine.vocoder_s_per_step
+    return speed
 
 
 def positive_floats(raw: str) -> tuple[float, ...]:

@@ -23,6 +23,7 @@ import torch
 
 from kokoro_server.kokoro_engine import KokoroEngine
 from kokoro_server.norm_carry import NormCarry
+from kokoro_server.vocoder_speed import VocoderSpeed
 from kokoro_server.windowed import (
     SAMPLES_PER_STEP,
     WindowPlan,
@@ -135,15 +136,16 @@ def test_the_engine_pieces_add_up_to_the_chunk(kokoro_engine: KokoroEngine, crow
         buffered.append(100.0)
         return 100.0  # plenty: every later window is the longest (and the plan is the default one)
 
-    kokoro_engine.vocoder_s_per_step = None  # unmeasured: the plan's default first window, at a word end
+    kokoro_engine.vocoder_speed = VocoderSpeed()  # unmeasured: the plan's default first window, at a word end
     pieces = list(
         kokoro_engine.synthesize_pieces(TEXT, "af_heart", 1.0, others_waiting=others_waiting, ahead_s=ahead_s)
     )
     assert asked == [crowd]  # once, for the first window
     assert len(buffered) == len(pieces) - 1  # once before each later window
-    measured = kokoro_engine.vocoder_s_per_step
-    assert measured is not None  # every window's vocoder work was measured
-    assert measured > 0.0
+    typical, first = kokoro_engine.vocoder_speed.typical, kokoro_engine.vocoder_speed.for_first_window
+    assert typical is not None  # every window's vocoder work was measured
+    assert first is not None
+    assert 0.0 < typical <= first
     steps = len(whole.pcm) // 2 // SAMPLES_PER_STEP
     assert [len(p.pcm) // 2 // SAMPLES_PER_STEP for p in pieces] == [b - a for a, b in PLAN.windows(steps, first_steps)]
     assert len(pieces[0].pcm) == first_steps * SAMPLES_PER_STEP * 2

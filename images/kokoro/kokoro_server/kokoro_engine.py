@@ -12,6 +12,7 @@ import logging
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, ExitStack, nullcontext
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
@@ -22,6 +23,7 @@ from kokoro_server.capability import Probe, probe_bf16_cpu, require_precision
 from kokoro_server.engine import ChunkAudio, float_to_pcm16
 from kokoro_server.fused import fuse
 from kokoro_server.g2p import offline_spacy_model
+from kokoro_server.vocoder_speed import VocoderSpeed
 from kokoro_server.weights import voice_files
 from kokoro_server.windowed import SAMPLES_PER_STEP, STEP_S, WindowPlan, decode_pieces, encode_chunk
 from speech_protocol import SAMPLE_RATE, WordTiming
@@ -130,10 +132,8 @@ class KokoroEngine:
         self._g2p_lock = threading.Lock()
         self.window_plan = WindowPlan()
         """How `synthesize_pieces` cuts a chunk's vocoder work (see `windowed`)."""
-        self.vocoder_s_per_step: float | None = None
-        """The vocoder's measured speed: seconds per vocoded input step, a running average over
-        the windows this engine decoded (None before the first). Written by whichever engine thread
-        decoded last; a torn read is impossible (a float), a slightly stale one harmless."""
+        self.vocoder_speed = VocoderSpeed()
+        """The vocoder's measured speed over the windows this engine decoded (`vocoder_speed`)."""
         default = model_pin.DEFAULT_VOICES[0]
         self._default_voice = default if default in voice_packs else sorted(voice_packs)[0]
 
@@ -249,10 +249,10 @@ class KokoroEngine:
         """The chunk's audio window by window (`windowed`): the first piece after one window of
         vocoder work, not the whole chunk's. Text encoder and prosody run per phoneme string. The
         first window is cut once they have run, when the crowd of listeners waiting in silence is
-        known (`WindowPlan.first_for`): requests that arrive together are all queued by then. Each
-        later window is cut when its step starts, as long as the vocoder (at its measured speed) can
-        make it before the `ahead_s()` seconds of audio the listener holds run out
-        (`WindowPlan.next_steps`).
+        known (`WindowPlan.first_for`): requests that arrive together are all queued by then. Alone,
+        it is planned at `VocoderSpeed.for_first_window`. Each later window is cut when its step
+        starts, as long as the vocoder (at its typical speed) can make it before the `ahead_s()`
+        seconds of audio the listener holds run out (`WindowPlan.next_steps`).
 
         Each `next` may run on another thread (the server makes every window its own engine job):
         inference mode and autocast are thread-local, so they are entered and left within each
@@ -265,7 +265,7 @@ class KokoroEngine:
         strings = self.phonemize(text)
 
         def next_steps(remaining: int) -> int:
-            ahead, speed_now = ahead_s() if ahead_s is not None else None, self.vocoder_s_per_step
+            ahead, speed_now = ahead_s() if ahead_s is not None else None, self.vocoder_speed.typical
             size = plan.next_steps(remaining, ahead, speed_now)
             logger.debug(
                 "window: %d of %d steps left, listener ahead %s s, %s s/step", size, remaining, ahead, speed_now
@@ -279,22 +279,19 @@ class KokoroEngine:
             crowd = others_waiting() if others_waiting is not None and number == 1 else 0
             timed = [t for t in tokens if t.start_ts is not None and t.end_ts is not None]
             word_ends = sorted({round(t.end_ts / STEP_S) for t in timed})
-            first = plan.first_for(crowd, encoded.vocoder_steps, self.vocoder_s_per_step, word_ends)
-            logger.debug(
-                "first window: %d of %d steps, %d waiting, %s s/step",
-                first,
-                encoded.vocoder_steps,
-                crowd,
-                self.vocoder_s_per_step,
-            )
-            done, total = 0, encoded.vocoder_steps * SAMPLES_PER_STEP
+            steps, s_per_step = encoded.vocoder_steps, self.vocoder_speed.for_first_window
+            first = plan.first_for(crowd, steps, s_per_step, word_ends)
+            logger.debug("first window: %d of %d steps, %d waiting, %s s/step", first, steps, crowd, s_per_step)
+            # The first window tells the speed of first windows planned alone; every window the typical one.
+            vocoded = partial(self._vocoded, iter([crowd == 0]))
+            done, total = 0, steps * SAMPLES_PER_STEP
             pieces = decode_pieces(
                 self._model.decoder,
                 encoded,
                 plan,
                 first,
                 next_steps=next_steps,
-                vocoded=self._vocoded,
+                vocoded=vocoded,
                 around=self._computing,
             )
             for audio in pieces:
@@ -324,11 +321,6 @@ class KokoroEngine:
 
         return remove
 
-    def _vocoded(self, steps: int, seconds: float) -> None:
-        """Fold one window's vocoder work into the measured speed (half weight: the speed follows
-        the engine's load, which changes as other jobs start and end)."""
-        if steps <= 0:
-            return
-        rate = seconds / steps
-        previous = self.vocoder_s_per_step
-        self.vocoder_s_per_step = rate if previous is None else (previous + rate) / 2
+    def _vocoded(self, first_alone: Iterator[bool], steps: int, seconds: float) -> None:
+        """Record one window's vocoder work; `first_alone` yields for the chunk's first window only."""
+        self.vocoder_speed.record(steps, seconds, first_alone=next(first_alone, False))
