@@ -142,7 +142,7 @@ def test_the_engine_pieces_add_up_to_the_chunk(kokoro_engine: KokoroEngine, crow
     )
     assert asked == [crowd]  # once, for the first window
     assert len(buffered) == len(pieces) - 1  # once before each later window
-    typical, first = kokoro_engine.vocoder_speed.typical, kokoro_engine.vocoder_speed.for_first_window
+    typical, first = kokoro_engine.vocoder_speed.typical, kokoro_engine.vocoder_speed.alone
     assert typical is not None  # every window's vocoder work was measured
     assert first is not None
     assert 0.0 < typical <= first

@@ -249,10 +249,11 @@ class KokoroEngine:
         """The chunk's audio window by window (`windowed`): the first piece after one window of
         vocoder work, not the whole chunk's. Text encoder and prosody run per phoneme string. The
         first window is cut once they have run, when the crowd of listeners waiting in silence is
-        known (`WindowPlan.first_for`): requests that arrive together are all queued by then. Alone,
-        it is planned at `VocoderSpeed.for_first_window`. Each later window is cut when its step
-        starts, as long as the vocoder (at its typical speed) can make it before the `ahead_s()`
-        seconds of audio the listener holds run out (`WindowPlan.next_steps`).
+        known (`WindowPlan.first_for`): requests that arrive together are all queued by then. Each
+        later window is cut when its step starts, as long as the vocoder can make it before the
+        `ahead_s()` seconds of audio the listener holds run out (`WindowPlan.next_steps`). The
+        vocoder's speed counted on is `VocoderSpeed.alone` for a chunk whose first window was
+        planned with nobody else waiting, else `VocoderSpeed.typical`.
 
         Each `next` may run on another thread (the server makes every window its own engine job):
         inference mode and autocast are thread-local, so they are entered and left within each
@@ -264,8 +265,9 @@ class KokoroEngine:
         plan = self.window_plan
         strings = self.phonemize(text)
 
-        def next_steps(remaining: int) -> int:
-            ahead, speed_now = ahead_s() if ahead_s is not None else None, self.vocoder_speed.typical
+        def next_steps(remaining: int, alone: bool) -> int:
+            ahead = ahead_s() if ahead_s is not None else None
+            speed_now = self.vocoder_speed.alone if alone else self.vocoder_speed.typical
             size = plan.next_steps(remaining, ahead, speed_now)
             logger.debug(
                 "window: %d of %d steps left, listener ahead %s s, %s s/step", size, remaining, ahead, speed_now
@@ -279,7 +281,7 @@ class KokoroEngine:
             crowd = others_waiting() if others_waiting is not None and number == 1 else 0
             timed = [t for t in tokens if t.start_ts is not None and t.end_ts is not None]
             word_ends = sorted({round(t.end_ts / STEP_S) for t in timed})
-            steps, s_per_step = encoded.vocoder_steps, self.vocoder_speed.for_first_window
+            steps, s_per_step = encoded.vocoder_steps, self.vocoder_speed.alone  # a crowd's ignores the speed
             first = plan.first_for(crowd, steps, s_per_step, word_ends)
             logger.debug("first window: %d of %d steps, %d waiting, %s s/step", first, steps, crowd, s_per_step)
             # The first window tells the speed of first windows planned alone; every window the typical one.
@@ -290,7 +292,7 @@ class KokoroEngine:
                 encoded,
                 plan,
                 first,
-                next_steps=next_steps,
+                next_steps=partial(next_steps, alone=crowd == 0),
                 vocoded=vocoded,
                 around=self._computing,
             )

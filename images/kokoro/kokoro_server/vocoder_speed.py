@@ -1,25 +1,25 @@
 """The vocoder's measured speed: seconds per vocoded input step, from the windows an engine decoded.
 
-Two figures, for the two kinds of window (`kokoro_engine.synthesize_pieces`):
+Two figures, for two kinds of chunk (`kokoro_engine.synthesize_pieces`):
 
-- `typical`, a running average over every window with half weight on the newest, sizes a chunk's
-  later windows: within a chunk it follows the engine's load, and a misprediction there is absorbed
-  (`WindowPlan.margin`, and the plan's recovery when the listener's buffer runs thinner than planned).
-- `for_first_window` sizes a first window planned alone: the slower of `typical` and the slowest of
-  the last `FIRST_WINDOWS` such first windows. A first window is planned before anything of its
-  chunk has been measured, and it cannot be revised: too short, and a gap follows it.
+- `typical`, a running average over every window with half weight on the newest, sizes the windows
+  of a chunk whose first window was cut for a crowd (`WindowPlan.first_for`): it follows the
+  engine's load as jobs start and end beside it.
+- `alone`, the slower of `typical` and the slowest of the last `FIRST_WINDOWS` first windows planned
+  alone, sizes every window of a chunk planned alone. Such a chunk's listener has nothing but its
+  first window's audio when the second is cut, and a window planned too fast arrives late: the
+  listener hears silence. One planned too slow is a few steps longer (first audio later by those
+  steps) or shorter (one more context to compute).
 
-Why first windows have a memory of their own: in the page (`make bench-page`, stream and batch
-trials alternating, 2-core AMD EPYC, 2026-12-01), a stream answer's first windows ran while the
-agent and the browser were busy beside the engine, at about twice the seconds per step of a batch
-answer's, whose long later windows then pulled the running average down further. A stream answer
-after batch ones was planned at 0.0034-0.0043 s/step and its first window ran at about 0.0077 (the
-job's time): 26- to 33-step first windows and 0.07-0.17 s of silence after them. Planning every
-window at the slowest of the last 16 windows removed those silences (0 of 8 trials against 9 of 16)
-but cost a quiet server its first audio (0.42-0.46 s against 0.36-0.40 s) and a crowd its later
-windows' speed (the 4th of 4 sessions' first audio 1.39-1.46 s against 1.16-1.19 s): crowd windows
-run at one thread, and the slowest of all windows remembered those. First windows planned alone
-remember only their own kind.
+Why lone chunks have a memory of their own: in the page (`make bench-page`, stream and batch trials
+alternating, 2-core AMD EPYC, 2026-12-01), a stream answer's windows ran while the agent and the
+browser were busy beside the engine, slower than a batch answer's, whose long later windows then
+pulled the running average down further. A stream answer after batch ones was planned at 0.0034
+s/step: a 26-step first window and 0.07 s of silence after it; with the first window planned at the
+slowest recent first window, its second window, planned at the average, still ran late (0.01-0.03
+s of silence). Planning every window of every chunk at the slowest of the last 16 windows removed
+both, but crowd windows run at one thread, and remembering them cost a quiet server its crowd's and
+its lone sessions' first audio (images/kokoro/README.md, Performance).
 
 Windows of different sessions are decoded on different threads: the figures are kept under a lock.
 """
@@ -31,7 +31,7 @@ from collections import deque
 from typing import Final
 
 FIRST_WINDOWS: Final = 4
-"""First windows planned alone remembered for `for_first_window`: about the last four answers."""
+"""First windows planned alone remembered for `alone`: about the last four answers."""
 
 
 class VocoderSpeed:
@@ -64,9 +64,9 @@ class VocoderSpeed:
             return self._typical
 
     @property
-    def for_first_window(self) -> float | None:
+    def alone(self) -> float | None:
         """The slower of `typical` and the slowest recent first window planned alone (None before
-        any window): for a first window planned alone."""
+        any window): for the windows of a chunk whose first window was planned alone."""
         with self._lock:
             known = [*self._first, *([] if self._typical is None else [self._typical])]
             return max(known) if known else None
