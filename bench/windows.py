@@ -105,7 +105,8 @@ def render(plan: WindowPlan, speeds: Sequence[float], chunks_s: Sequence[float],
 
 def measure_speed(model_dir: Path | None) -> float:
     """This machine's vocoder speed as the server measures it: the engine's running average over the
-    windows of two first chunks (the first one warms up)."""
+    windows of two first chunks (the first one warms up). A lone chunk's plan counts on the slower of
+    this and its recent first windows' slowest (`VocoderSpeed.alone`): on a quiet machine, about this."""
     from bench.texts import FOUR_SENTENCES
     from kokoro_server.fake_weights import ensure_random_weights
     from kokoro_server.kokoro_engine import KokoroEngine
