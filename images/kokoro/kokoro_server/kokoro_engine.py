@@ -279,20 +279,21 @@ class KokoroEngine:
                 encoded = encode_chunk(self._model, phonemes, pack[len(phonemes) - 1], speed)
                 KPipeline.join_timestamps(tokens, encoded.pred_dur.cpu())
             crowd = others_waiting() if others_waiting is not None and number == 1 else 0
+            alone = crowd == 0
             timed = [t for t in tokens if t.start_ts is not None and t.end_ts is not None]
             word_ends = sorted({round(t.end_ts / STEP_S) for t in timed})
             steps, s_per_step = encoded.vocoder_steps, self.vocoder_speed.alone  # a crowd's ignores the speed
             first = plan.first_for(crowd, steps, s_per_step, word_ends)
             logger.debug("first window: %d of %d steps, %d waiting, %s s/step", first, steps, crowd, s_per_step)
             # The first window tells the speed of first windows planned alone; every window the typical one.
-            vocoded = partial(self._vocoded, iter([crowd == 0]))
+            vocoded = partial(self._vocoded, iter([alone]))
             done, total = 0, steps * SAMPLES_PER_STEP
             pieces = decode_pieces(
                 self._model.decoder,
                 encoded,
                 plan,
                 first,
-                next_steps=partial(next_steps, alone=crowd == 0),
+                next_steps=partial(next_steps, alone=alone),
                 vocoded=vocoded,
                 around=self._computing,
             )
