@@ -285,8 +285,6 @@ class KokoroEngine:
             steps, s_per_step = encoded.vocoder_steps, self.vocoder_speed.alone  # a crowd's ignores the speed
             first = plan.first_for(crowd, steps, s_per_step, word_ends)
             logger.debug("first window: %d of %d steps, %d waiting, %s s/step", first, steps, crowd, s_per_step)
-            # The first window tells the speed of first windows planned alone; every window the typical one.
-            vocoded = partial(self._vocoded, iter([alone]))
             done, total = 0, steps * SAMPLES_PER_STEP
             pieces = decode_pieces(
                 self._model.decoder,
@@ -294,7 +292,7 @@ class KokoroEngine:
                 plan,
                 first,
                 next_steps=partial(next_steps, alone=alone),
-                vocoded=vocoded,
+                vocoded=partial(self._vocoded, alone),
                 around=self._computing,
             )
             for audio in pieces:
@@ -324,6 +322,7 @@ class KokoroEngine:
 
         return remove
 
-    def _vocoded(self, first_alone: Iterator[bool], steps: int, seconds: float) -> None:
-        """Record one window's vocoder work; `first_alone` yields for the chunk's first window only."""
-        self.vocoder_speed.record(steps, seconds, first_alone=next(first_alone, False))
+    def _vocoded(self, alone: bool, steps: int, seconds: float, first: bool) -> None:
+        """Record one window's vocoder work: every window tells the typical speed, the first window
+        of a chunk planned `alone` the speed of such first windows too."""
+        self.vocoder_speed.record(steps, seconds, first_alone=alone and first)

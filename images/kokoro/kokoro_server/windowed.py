@@ -429,7 +429,7 @@ def decode_pieces(
     first_steps: int | None = None,
     *,
     next_steps: Callable[[int], int] | None = None,
-    vocoded: Callable[[int, float], None] | None = None,
+    vocoded: Callable[[int, float, bool], None] | None = None,
     around: Callable[[], AbstractContextManager[Any]] = nullcontext,
 ) -> Iterator[torch.Tensor]:
     """The decoder's audio for one chunk, window by window: the first from a prefix of the
@@ -439,7 +439,8 @@ def decode_pieces(
     The first window is `first_steps` long (default: the plan's); each later one is sized when its
     step starts, once the frame-rate layers are complete, by `next_steps(remaining steps)` (default:
     `plan.next_steps` at an unknown speed), so the caller can size it from what the listener holds
-    by then. `vocoded(steps, seconds)` is told each window's vocoder work, contexts included.
+    by then. `vocoded(steps, seconds, first)` is told each window's vocoder work, contexts included,
+    and whether it was the chunk's first window.
 
     Each window's work runs inside `around()`, entered and left within its step, never across a
     `yield`: the engine sets thread-local state there (inference mode, autocast), because
@@ -465,6 +466,6 @@ def decode_pieces(
             if vocoded is not None:
                 if audio.device.type == "cuda":
                     torch.cuda.synchronize(audio.device)  # the kernels ran asynchronously until now
-                vocoded(plan.vocoded_steps(start, end, steps), time.perf_counter() - began)
+                vocoded(plan.vocoded_steps(start, end, steps), time.perf_counter() - began, start == 0)
         yield audio
         start = end
