@@ -9,7 +9,10 @@ uses `--ours-url`, and measures both sides one after the other with the same cli
   (audio seconds produced per wall second);
 - the health probe (ours `/ping`, Kokoro-FastAPI `/health`) polled back to back during a second,
   identical load phase (polling every 20 ms is load too: it would lower the throughput above).
-Then the issue's target ratios (#15) with the measured values.
+Then the issue's target ratios (#15) with the measured values, and, when the server is started here,
+the engine alone in the same run (`bench.threads`, before the server starts), which splits the
+throughput target's ratio into what the machine gains from syntheses at once and how close the
+server's sessions come to the engine alone (`engine_lines`).
 
 Start Kokoro-FastAPI from its repository on the same checkpoint as the README describes
 (images/kokoro/README.md, "Peers in the same run").
@@ -46,6 +49,24 @@ class Run:
     first_audio_s: float
     total_s: float
     audio_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class EngineAlone:
+    """The engine alone in this process (`bench.threads.measure`, the benchmark's sentences back to
+    back, audio seconds per second): one synthesis with every core, measured before and after the
+    syntheses at once (a drift of the machine shows as two figures)."""
+
+    alone: str
+    """The lone configuration, e.g. "1 x 2" (syntheses x threads)."""
+    alone_rates: tuple[float, float]
+    shared: str
+    """The configuration of syntheses at once, e.g. "2 x 1"."""
+    shared_rate: float
+
+    @property
+    def alone_rate(self) -> float:
+        return sum(self.alone_rates) / 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,8 +215,8 @@ async def load(
 # --- report ------------------------------------------------------------------------------------
 
 
-def render(ours: Side, peer: Side, setup: str) -> str:
-    """The side-by-side table and the target ratios. Pure."""
+def render(ours: Side, peer: Side, setup: str, engine: EngineAlone | None = None) -> str:
+    """The side-by-side table, the target ratios and the engine alone beside them. Pure."""
 
     def fa(side: Side) -> str:
         return ", ".join(f"{s:.2f}" for s in side.load_first_audio_s)
@@ -218,7 +239,33 @@ def render(ours: Side, peer: Side, setup: str) -> str:
     lines += ["", "targets (#15):"]
     for label, value, goal, ok in target_ratios(ours, peer):
         lines.append(f"  {label}: {value:.3f} (target {goal}) {'met' if ok else 'NOT met'}")
-    return "\n".join(lines)
+    return "\n".join(lines + engine_lines(ours, engine))
+
+
+def engine_lines(ours: Side, engine: EngineAlone | None) -> list[str]:
+    """The engine alone beside the throughput target: its ratio as the product of three measured
+    factors. Pure.
+
+    4-session throughput / one session's rate = (4 sessions / the engine's syntheses at once) x
+    (the engine's syntheses at once / its lone synthesis) x (its lone synthesis / one session).
+    The middle factor is what running syntheses at once gains on this machine, whatever the server
+    does; the outer two are how close the server's 4 sessions and its one session come to the
+    engine alone on the same machine, in the same run."""
+    if engine is None:
+        return ["", "engine alone: not measured (the server was not started here, or --engine-seconds 0)"]
+    crowd = ours.throughput / engine.shared_rate
+    gain = engine.shared_rate / engine.alone_rate
+    single = engine.alone_rate / ours.single_rate
+    alone = " / ".join(f"{rate:.2f}" for rate in engine.alone_rates)
+    return [
+        "",
+        f"engine alone, this run (audio-s per s): {engine.alone} {alone} (before / after), "
+        f"{engine.shared} {engine.shared_rate:.2f}",
+        f"  4-session throughput / one session's audio rate {crowd * gain * single:.3f}"
+        f" = 4 sessions / engine {engine.shared} {crowd:.3f}"
+        f" x engine {engine.shared} / {engine.alone} {gain:.3f}"
+        f" x engine {engine.alone} / one session {single:.3f}",
+    ]
 
 
 def target_ratios(ours: Side, peer: Side) -> list[tuple[str, float, str, bool]]:
@@ -258,20 +305,50 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--model-dir", type=Path, help="weights for the server started here (default: generated)")
     parser.add_argument("--trials", type=int, default=5)
     parser.add_argument("--server-flag", action="append", default=[], help="extra flag for the server started here")
+    parser.add_argument(
+        "--engine-seconds",
+        type=float,
+        default=10.0,
+        help="seconds per configuration of the engine alone, measured on the CPU before the server "
+        "starts here (default 10; 0 skips it)",
+    )
     args = parser.parse_args(argv)
+    if args.engine_seconds < 0:
+        parser.error(f"--engine-seconds must be 0 or more, got {args.engine_seconds}")
     import os
 
     setup = f"{cpu_name()}, {os.cpu_count()} cores, {args.trials} trials, voice {VOICE}"
+    engine: EngineAlone | None = None
     if args.ours_url:
         ours, peer = asyncio.run(run_both(args.ours_url, args.peer_url, args.trials))
     else:
         from kokoro_server.fake_weights import ensure_random_weights
 
         model_dir = args.model_dir or ensure_random_weights()
+        if args.engine_seconds:
+            engine = engine_alone(model_dir, args.engine_seconds)
         flags = ("--model-dir", str(model_dir), *args.server_flag)
         with tempfile.TemporaryDirectory() as logs, server(Path(logs), "ours", *flags) as port:
             ours, peer = asyncio.run(run_both(f"http://127.0.0.1:{port}", args.peer_url, args.trials))
-    print(render(ours, peer, setup))
+    print(render(ours, peer, setup, engine))
+
+
+def engine_alone(model_dir: Path, seconds: float) -> EngineAlone:
+    """The engine alone on the CPU, in this process, before the server starts (the two would share
+    the cores): a lone synthesis with every core, the syntheses at once of `bench.threads`, the lone
+    one again. The engine is dropped afterwards; its threads have ended."""
+    from bench.threads import Config, loaded_in_a_thread_that_ends
+    from bench.threads import measure as measure_engine
+    from kokoro_server.concurrency import usable_cores
+    from kokoro_server.kokoro_engine import KokoroEngine
+
+    cores = usable_cores()
+    engine = loaded_in_a_thread_that_ends(lambda: KokoroEngine.load(model_dir))
+    alone, shared = Config(1, cores), Config(2, max(1, cores // 2))
+    before = measure_engine(engine, alone, seconds)
+    together = measure_engine(engine, shared, seconds)
+    after = measure_engine(engine, alone, seconds)
+    return EngineAlone(str(alone), (before.rate, after.rate), str(shared), together.rate)
 
 
 if __name__ == "__main__":

@@ -5,12 +5,24 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 
+import pytest
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from bench.peers import Run, Side, measure, ours_client, peer_client, render, target_ratios
+from bench.peers import (
+    EngineAlone,
+    Run,
+    Side,
+    engine_lines,
+    main,
+    measure,
+    ours_client,
+    peer_client,
+    render,
+    target_ratios,
+)
 from kokoro_server.engine import ZeroCostEngine
 from tests.speech.speech_support import live_server, make_app
 
@@ -79,4 +91,31 @@ def test_the_table_and_the_targets() -> None:
         "| 4 sessions, first audio of each      | 0.80, 1.00, 1.40, 1.50 s | 19.70, 23.10, 32.40, 35.40 s |"
     )
     assert table[8] == "| health probe under that load         | p50 2 / p99 3 ms | p50 2 / p99 3 ms |"
-    assert table[-1] == "  4-session throughput / Kokoro-FastAPI's: 1.250 (target >= 1.2) met"
+    assert table[-3] == "  4-session throughput / Kokoro-FastAPI's: 1.250 (target >= 1.2) met"
+
+
+def test_the_engine_alone_splits_the_throughput_ratio_into_three_measured_factors() -> None:
+    ours = side("this server", 0.8, 12.0, [0.8, 1.0, 1.4, 1.5], 32.0)  # 4 sessions 2.0 audio-s/s; one 16/12
+    peer = side("Kokoro-FastAPI", 15.8, 17.2, [19.7, 23.1, 32.4, 35.4], 40.0)
+    engine = EngineAlone("1 x 2", (1.8, 1.4), "2 x 1", 2.5)
+    assert engine.alone_rate == 1.6
+    assert engine_lines(ours, engine) == [
+        "",
+        "engine alone, this run (audio-s per s): 1 x 2 1.80 / 1.40 (before / after), 2 x 1 2.50",
+        # 1.5 = 2.0 / 2.5 x 2.5 / 1.6 x 1.6 / (16 / 12)
+        "  4-session throughput / one session's audio rate 1.500"
+        " = 4 sessions / engine 2 x 1 0.800 x engine 2 x 1 / 1 x 2 1.562 x engine 1 x 2 / one session 1.200",
+    ]
+    table = render(ours, peer, "a CPU", engine).splitlines()
+    assert table[-4] == "  4-session throughput / Kokoro-FastAPI's: 1.250 (target >= 1.2) met"
+    assert table[-3:] == engine_lines(ours, engine)
+    assert render(ours, peer, "a CPU").splitlines()[-1] == (
+        "engine alone: not measured (the server was not started here, or --engine-seconds 0)"
+    )
+
+
+def test_a_negative_engine_time_is_refused_before_anything_starts(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["--peer-url", "http://127.0.0.1:9", "--engine-seconds", "-1"])
+    assert exited.value.code == 2
+    assert "--engine-seconds must be 0 or more, got -1.0" in capsys.readouterr().err
