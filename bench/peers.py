@@ -57,6 +57,8 @@ class EngineAlone:
     back, audio seconds per second): one synthesis with every core, measured before and after the
     syntheses at once (a drift of the machine shows as two figures)."""
 
+    device: str
+    """Where it ran: the server's own device ("cpu" or "cuda")."""
     alone: str
     """The lone configuration, e.g. "1 x 2" (syntheses x threads)."""
     alone_rates: tuple[float, float]
@@ -252,14 +254,15 @@ def engine_lines(ours: Side, engine: EngineAlone | None) -> list[str]:
     does; the outer two are how close the server's 4 sessions and its one session come to the
     engine alone on the same machine, in the same run."""
     if engine is None:
-        return ["", "engine alone: not measured (the server was not started here, or --engine-seconds 0)"]
+        why = "the server was not started here, runs no model, or --engine-seconds 0"
+        return ["", f"engine alone: not measured ({why})"]
     crowd = ours.throughput / engine.shared_rate
     gain = engine.shared_rate / engine.alone_rate
     single = engine.alone_rate / ours.single_rate
     alone = " / ".join(f"{rate:.2f}" for rate in engine.alone_rates)
     return [
         "",
-        f"engine alone, this run (audio-s per s): {engine.alone} {alone} (before / after), "
+        f"engine alone on {engine.device}, this run (audio-s per s): {engine.alone} {alone} (before / after), "
         f"{engine.shared} {engine.shared_rate:.2f}",
         f"  4-session throughput / one session's audio rate {crowd * gain * single:.3f}"
         f" = 4 sessions / engine {engine.shared} {crowd:.3f}"
@@ -309,8 +312,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         "--engine-seconds",
         type=float,
         default=10.0,
-        help="seconds per configuration of the engine alone, measured on the CPU before the server "
-        "starts here (default 10; 0 skips it)",
+        help="seconds per configuration of the engine alone, measured with the server's device and "
+        "precision before the server starts here (default 10; 0 skips it)",
     )
     args = parser.parse_args(argv)
     if args.engine_seconds < 0:
@@ -325,30 +328,41 @@ def main(argv: Sequence[str] | None = None) -> None:
         from kokoro_server.fake_weights import ensure_random_weights
 
         model_dir = args.model_dir or ensure_random_weights()
-        if args.engine_seconds:
-            engine = engine_alone(model_dir, args.engine_seconds)
         flags = ("--model-dir", str(model_dir), *args.server_flag)
+        if args.engine_seconds:
+            engine = engine_alone(flags, args.engine_seconds)
         with tempfile.TemporaryDirectory() as logs, server(Path(logs), "ours", *flags) as port:
             ours, peer = asyncio.run(run_both(f"http://127.0.0.1:{port}", args.peer_url, args.trials))
     print(render(ours, peer, setup, engine))
 
 
-def engine_alone(model_dir: Path, seconds: float) -> EngineAlone:
-    """The engine alone on the CPU, in this process, before the server starts (the two would share
-    the cores): a lone synthesis with every core, the syntheses at once of `bench.threads`, the lone
-    one again. The engine is dropped afterwards; its threads have ended."""
+def engine_alone(server_flags: Sequence[str], seconds: float) -> EngineAlone | None:
+    """The engine alone in this process, before the server starts (the two would share the cores),
+    with the device, precision and weights the server's flags and environment give it (None for
+    the zero-cost engine): a lone synthesis with every core, the syntheses at once of
+    `bench.threads`, the lone one again. The engine is dropped afterwards; its threads have ended."""
+    import os
+
     from bench.threads import Config, loaded_in_a_thread_that_ends
     from bench.threads import measure as measure_engine
     from kokoro_server.concurrency import usable_cores
     from kokoro_server.kokoro_engine import KokoroEngine
+    from kokoro_server.loader import resolve_device
+    from kokoro_server.settings import load_settings
 
+    settings = load_settings(server_flags, os.environ)
+    if settings.engine != "kokoro":
+        return None
+    device = resolve_device(settings.device)
     cores = usable_cores()
-    engine = loaded_in_a_thread_that_ends(lambda: KokoroEngine.load(model_dir))
+    engine = loaded_in_a_thread_that_ends(
+        lambda: KokoroEngine.load(settings.model_dir, device=device, precision=settings.precision)
+    )
     alone, shared = Config(1, cores), Config(2, max(1, cores // 2))
     before = measure_engine(engine, alone, seconds)
     together = measure_engine(engine, shared, seconds)
     after = measure_engine(engine, alone, seconds)
-    return EngineAlone(str(alone), (before.rate, after.rate), str(shared), together.rate)
+    return EngineAlone(device, str(alone), (before.rate, after.rate), str(shared), together.rate)
 
 
 if __name__ == "__main__":

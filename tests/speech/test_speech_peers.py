@@ -15,6 +15,7 @@ from bench.peers import (
     EngineAlone,
     Run,
     Side,
+    engine_alone,
     engine_lines,
     main,
     measure,
@@ -97,11 +98,11 @@ def test_the_table_and_the_targets() -> None:
 def test_the_engine_alone_splits_the_throughput_ratio_into_three_measured_factors() -> None:
     ours = side("this server", 0.8, 12.0, [0.8, 1.0, 1.4, 1.5], 32.0)  # 4 sessions 2.0 audio-s/s; one 16/12
     peer = side("Kokoro-FastAPI", 15.8, 17.2, [19.7, 23.1, 32.4, 35.4], 40.0)
-    engine = EngineAlone("1 x 2", (1.8, 1.4), "2 x 1", 2.5)
+    engine = EngineAlone("cpu", "1 x 2", (1.8, 1.4), "2 x 1", 2.5)
     assert engine.alone_rate == 1.6
     assert engine_lines(ours, engine) == [
         "",
-        "engine alone, this run (audio-s per s): 1 x 2 1.80 / 1.40 (before / after), 2 x 1 2.50",
+        "engine alone on cpu, this run (audio-s per s): 1 x 2 1.80 / 1.40 (before / after), 2 x 1 2.50",
         # 1.5 = 2.0 / 2.5 x 2.5 / 1.6 x 1.6 / (16 / 12)
         "  4-session throughput / one session's audio rate 1.500"
         " = 4 sessions / engine 2 x 1 0.800 x engine 2 x 1 / 1 x 2 1.562 x engine 1 x 2 / one session 1.200",
@@ -110,7 +111,7 @@ def test_the_engine_alone_splits_the_throughput_ratio_into_three_measured_factor
     assert table[-4] == "  4-session throughput / Kokoro-FastAPI's: 1.250 (target >= 1.2) met"
     assert table[-3:] == engine_lines(ours, engine)
     assert render(ours, peer, "a CPU").splitlines()[-1] == (
-        "engine alone: not measured (the server was not started here, or --engine-seconds 0)"
+        "engine alone: not measured (the server was not started here, runs no model, or --engine-seconds 0)"
     )
 
 
@@ -119,3 +120,7 @@ def test_a_negative_engine_time_is_refused_before_anything_starts(capsys: pytest
         main(["--peer-url", "http://127.0.0.1:9", "--engine-seconds", "-1"])
     assert exited.value.code == 2
     assert "--engine-seconds must be 0 or more, got -1.0" in capsys.readouterr().err
+
+
+def test_the_engine_alone_is_the_servers_own_and_none_for_the_zero_cost_engine() -> None:
+    assert engine_alone(("--model-dir", "/nonexistent", "--engine", "zero"), 1.0) is None
