@@ -45,7 +45,7 @@ from bench.lab_report import (
     size_report,
     write_chart,
 )
-from bench.speech import BENCH_TEXT
+from bench.speech import BENCH_TEXT, positive_int
 from local.launcher import LaunchError
 from local.stack import StackConfig, StackError, launch
 from speech_protocol import Cancel, Close, ErrorEvent, Synthesize
@@ -400,13 +400,6 @@ async def run_deployed(options: LabOptions) -> LabResults:
 
 
 # --- command line ------------------------------------------------------------------------------------
-
-
-def positive_int(raw: str) -> int:
-    value = int(raw)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
 
 
 def parse_args(argv: Sequence[str] | None = None) -> LabOptions:

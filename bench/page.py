@@ -36,9 +36,9 @@ from typing import TYPE_CHECKING, Final, Literal
 from bench.bargein import CHROMIUM, CHROMIUM_ARGS
 from bench.cpu_share import describe as describe_cpu
 from bench.cpu_share import shares, snapshot, ticks_per_second
-from bench.lab import positive_int
 from bench.paced_speech import DEFAULT_RTF, DEFAULT_SECONDS_PER_CHAR, pacing_args, positive_float
 from bench.peers import cpu_name
+from bench.speech import positive_int
 from local.launcher import LaunchError, ProcessSpec
 from local.stack import SpeechSpecBuilder, StackConfig, StackError, Weights, launch, speech_spec
 from speech_protocol import SAMPLE_RATE

@@ -34,7 +34,7 @@ from typing import Any, Final
 import httpx
 from websockets.asyncio.client import connect
 
-from bench.speech import percentile, request, server
+from bench.speech import percentile, positive_int, request, server
 from bench.texts import FOUR_SENTENCES
 from speech_protocol import SAMPLE_RATE, WS_PATH
 
@@ -306,7 +306,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--peer-url", required=True, help="Kokoro-FastAPI base URL, e.g. http://127.0.0.1:8880")
     parser.add_argument("--ours-url", help="this server's base URL (default: start one here)")
     parser.add_argument("--model-dir", type=Path, help="weights for the server started here (default: generated)")
-    parser.add_argument("--trials", type=int, default=5)
+    parser.add_argument("--trials", type=positive_int, default=5, help="single requests per server (default 5)")
     parser.add_argument("--server-flag", action="append", default=[], help="extra flag for the server started here")
     parser.add_argument(
         "--engine-seconds",

@@ -77,6 +77,14 @@ class Results:
     setup: str
 
 
+def positive_int(raw: str) -> int:
+    """An argparse type: a count of at least 1 (a benchmark of 0 trials has no median to print)."""
+    value = int(raw)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
 def percentile(values: Sequence[float], q: float) -> float:
     """Nearest-rank percentile (q in 0..100) of a non-empty sample."""
     ordered = sorted(values)
@@ -278,9 +286,13 @@ async def run(args: argparse.Namespace, model_dir: Path, log_dir: Path) -> Resul
 
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.speech", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--trials", type=int, default=5, help="requests per mode (default 5)")
-    parser.add_argument("--sessions", type=int, default=4, help="concurrent sessions for the /ping test (default 4)")
-    parser.add_argument("--messages", type=int, default=200, help="requests for the overhead test (default 200)")
+    parser.add_argument("--trials", type=positive_int, default=5, help="requests per mode (default 5)")
+    parser.add_argument(
+        "--sessions", type=positive_int, default=4, help="concurrent sessions for the /ping test (default 4)"
+    )
+    parser.add_argument(
+        "--messages", type=positive_int, default=200, help="requests for the overhead test (default 200)"
+    )
     parser.add_argument("--model-dir", type=Path, help="real weights; default: the generated random-weight checkpoint")
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     parser.add_argument("--precision", choices=["fp32", "bf16", "fp16"], default="fp32")

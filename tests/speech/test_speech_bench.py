@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from bench.speech import LoadResult, Results, Trial, percentile, render
+import pytest
+
+from bench.speech import LoadResult, Results, Trial, main, percentile, render
 
 
 def test_nearest_rank_percentiles() -> None:
@@ -28,3 +30,22 @@ def test_the_table_compares_the_modes_with_the_reference_numbers() -> None:
     assert "whole 0.50, streamed 0.50; audio 10.00 s" in table
     assert "(4 pings): p50 2.0 ms, p99 40.0 ms, max 40.0 ms" in table
     assert "first audio per session (s): 1.00, 2.00; all done after 9.0 s" in table
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--trials", "0"], "argument --trials: must be at least 1, got 0"),
+        (["--sessions", "-2"], "argument --sessions: must be at least 1, got -2"),
+        (["--messages", "0"], "argument --messages: must be at least 1, got 0"),
+        (["--trials", "two"], "argument --trials: invalid positive_int value: 'two'"),
+    ],
+)
+def test_a_count_under_one_is_refused_before_anything_starts(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A benchmark of 0 trials would run for minutes and then fail on an empty median.
+    with pytest.raises(SystemExit) as exited:
+        main(argv)
+    assert exited.value.code == 2
+    assert message in capsys.readouterr().err

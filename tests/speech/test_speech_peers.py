@@ -115,11 +115,20 @@ def test_the_engine_alone_splits_the_throughput_ratio_into_three_measured_factor
     )
 
 
-def test_a_negative_engine_time_is_refused_before_anything_starts(capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--engine-seconds", "-1"], "--engine-seconds must be 0 or more, got -1.0"),
+        (["--trials", "0"], "argument --trials: must be at least 1, got 0"),
+    ],
+)
+def test_bad_arguments_are_refused_before_anything_starts(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     with pytest.raises(SystemExit) as exited:
-        main(["--peer-url", "http://127.0.0.1:9", "--engine-seconds", "-1"])
+        main(["--peer-url", "http://127.0.0.1:9", *argv])
     assert exited.value.code == 2
-    assert "--engine-seconds must be 0 or more, got -1.0" in capsys.readouterr().err
+    assert message in capsys.readouterr().err
 
 
 def test_the_engine_alone_is_the_servers_own_and_none_for_the_zero_cost_engine() -> None:
