@@ -37,6 +37,7 @@ import httpx
 from websockets.asyncio.client import ClientConnection, connect
 
 from bench.texts import FOUR_SENTENCES
+from kokoro_server.concurrency import configured_plan
 from kokoro_server.fake_weights import ensure_random_weights
 from speech_protocol import WS_PATH, pcm_duration_s
 
@@ -277,9 +278,10 @@ async def run(args: argparse.Namespace, model_dir: Path, log_dir: Path) -> Resul
     with server(log_dir, "zero", "--engine", "zero", "--log-level", "warning") as port:
         overhead = await message_overhead(port, args.messages)
     weights = "random-weight" if args.model_dir is None else "given"
+    at_once = configured_plan("auto", args.device).concurrency  # the servers above run with the default, 'auto'
     setup = (
         f"{weights} full-size checkpoint, {args.device} {args.precision}, "
-        f"{os.cpu_count()} CPUs ({platform.processor() or platform.machine()}), 1 synthesis at a time"
+        f"{os.cpu_count()} CPUs ({platform.processor() or platform.machine()}), {at_once} syntheses at once at most"
     )
     return Results(whole, streamed, load, args.sessions, overhead, setup)
 
