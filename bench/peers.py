@@ -258,13 +258,13 @@ def engine_lines(ours: Side, engine: EngineAlone | None) -> list[str]:
         return ["", f"engine alone: not measured ({why})"]
     crowd = ours.throughput / engine.shared_rate
     gain = engine.shared_rate / engine.alone_rate
-    single = engine.alone_rate / ours.single_rate
+    single = engine.alone_rate / ours.single_rate  # crowd x gain x single is the target's own ratio
     alone = " / ".join(f"{rate:.2f}" for rate in engine.alone_rates)
     return [
         "",
         f"engine alone on {engine.device}, this run (audio-s per s): {engine.alone} {alone} (before / after), "
         f"{engine.shared} {engine.shared_rate:.2f}",
-        f"  4-session throughput / one session's audio rate {crowd * gain * single:.3f}"
+        f"  4-session throughput / one session's audio rate {ours.throughput / ours.single_rate:.3f}"
         f" = 4 sessions / engine {engine.shared} {crowd:.3f}"
         f" x engine {engine.shared} / {engine.alone} {gain:.3f}"
         f" x engine {engine.alone} / one session {single:.3f}",
@@ -343,7 +343,7 @@ def engine_alone(server_flags: Sequence[str], seconds: float) -> EngineAlone | N
     `bench.threads`, the lone one again. The engine is dropped afterwards; its threads have ended."""
     import os
 
-    from bench.threads import Config, loaded_in_a_thread_that_ends
+    from bench.threads import loaded_in_a_thread_that_ends, lone_and_shared
     from bench.threads import measure as measure_engine
     from kokoro_server.concurrency import usable_cores
     from kokoro_server.kokoro_engine import KokoroEngine
@@ -358,7 +358,7 @@ def engine_alone(server_flags: Sequence[str], seconds: float) -> EngineAlone | N
     engine = loaded_in_a_thread_that_ends(
         lambda: KokoroEngine.load(settings.model_dir, device=device, precision=settings.precision)
     )
-    alone, shared = Config(1, cores), Config(2, max(1, cores // 2))
+    alone, shared = lone_and_shared(cores)
     before = measure_engine(engine, alone, seconds)
     together = measure_engine(engine, shared, seconds)
     after = measure_engine(engine, alone, seconds)

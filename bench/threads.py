@@ -58,12 +58,17 @@ class Outcome:
         return self.audio_s / self.wall_s
 
 
+def lone_and_shared(cores: int) -> tuple[Config, Config]:
+    """A lone session's configuration on `cores` cores (every core) and two syntheses sharing them. Pure."""
+    return Config(1, cores), Config(2, max(1, cores // 2))
+
+
 def configs(cores: int) -> list[Config]:
     """The configurations compared on `cores` cores, the lone session's first and last (so that a
     drift of the machine during the run shows as two different figures for it). Pure."""
-    shared = Config(2, max(1, cores // 2))
+    lone, shared = lone_and_shared(cores)
     rest = [shared, Config(2, cores), Config(1, 1)]
-    return [Config(1, cores), *dict.fromkeys(c for c in rest if c != Config(1, cores)), Config(1, cores)]
+    return [lone, *dict.fromkeys(c for c in rest if c != lone), lone]
 
 
 def measure(engine: SpeechEngine, config: Config, seconds: float) -> Outcome:
