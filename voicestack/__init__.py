@@ -1,0 +1,1 @@
+"""`voicestack`: the command line a deployer runs against a stack (local or on AWS)."""
