@@ -81,8 +81,9 @@ LOG_RETENTION_DAYS: Final = (
     3653,
 )
 """The retention periods CloudWatch Logs accepts (PutRetentionPolicy); any other number is rejected."""
-MEMORY_EXPIRY_RANGE_DAYS: Final = (3, 365)
-"""AgentCore Memory keeps short-term events 3 to 365 days (CreateMemory eventExpiryDuration)."""
+MEMORY_EXPIRY_RANGE_DAYS: Final = (7, 365)
+"""Days AgentCore Memory keeps events. CreateMemory's model allows 3..3650, but the provider refuses anything
+outside 7..365 (pulumi_aws AgentcoreMemory docs; the Terraform resource's validator), so that is the range."""
 RESERVED_TAG_KEYS: Final = ("project", "stack")
 """Default tags the program sets itself; `tags` may not override them."""
 _EMAIL = re.compile(r"[^@\s]+@[^@\s]+\.[^@\s]+")

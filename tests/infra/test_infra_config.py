@@ -244,7 +244,13 @@ MODEL = (
         (
             "memoryEventExpiryDays",
             "2",
-            "voicestack:memoryEventExpiryDays must be an integer from 3 to 365 (got '2')",
+            "voicestack:memoryEventExpiryDays must be an integer from 7 to 365 (got '2')",
+        ),
+        # CreateMemory's model accepts 3..3650; the provider refuses anything under 7 (tests/infra/provider_docs.py).
+        (
+            "memoryEventExpiryDays",
+            "6",
+            "voicestack:memoryEventExpiryDays must be an integer from 7 to 365 (got '6')",
         ),
         (
             "tags",
