@@ -325,6 +325,22 @@ def test_the_speech_role_reads_only_its_prefix(dev: ProgramRun) -> None:
     assert policy.urn in model.dependencies, model.urn
 
 
+def test_the_speech_role_may_read_its_rollback_alarm_and_publish_instance_metrics(dev: ProgramRun) -> None:
+    policy = find(dev.resources, ROLE_POLICY, "speech-role-policy")
+    alarm = find(dev.resources, ALARM, "speech-5xx")
+    statements = {entry["Sid"]: entry for entry in json.loads(policy.inputs["policy"])["Statement"]}
+    assert statements["ReadRollbackAlarms"]["Resource"] == [
+        f"arn:aws:cloudwatch:us-east-1:{ACCOUNT_ID}:alarm:{alarm.outputs['name']}"
+    ], policy.urn
+    assert alarm.urn in policy.property_dependencies["policy"], policy.urn
+    assert statements["PublishInstanceMetrics"]["Condition"] == {
+        "StringEquals": {"cloudwatch:namespace": "/aws/sagemaker/Endpoints"}
+    }, policy.urn
+    # The alarms on those metrics read the same namespace.
+    memory_alarm = find(dev.resources, ALARM, "monitoring-memory")
+    assert memory_alarm.inputs["namespace"] == "/aws/sagemaker/Endpoints", memory_alarm.urn
+
+
 @pytest.mark.parametrize(("run", "retained"), [("dev", False), ("production", True)])
 def test_retain_storage_flips_force_destroy_and_force_delete(
     run: str, retained: bool, request: pytest.FixtureRequest
