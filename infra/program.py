@@ -159,6 +159,7 @@ def build(cfg: StackConfig, *, weights_dir: Path, torch: str, sources: SourceTre
             speech_dockerfile=sources.build_path(SPEECH_DOCKERFILE, cwd),
             agent_dockerfile=sources.build_path(AGENT_DOCKERFILE, cwd),
             torch_version=torch,
+            retain=cfg.retain_storage,
         ),
         tagged,
     )

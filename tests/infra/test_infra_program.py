@@ -352,14 +352,27 @@ def test_retain_storage_flips_force_destroy_and_force_delete(
     assert repository.inputs["forceDelete"] is (not retained), repository.urn
     memory = find(resources, "aws:bedrock/agentcoreMemory:AgentcoreMemory", "agent-memory")
     kept = [
-        r for r in resources if r.parent.endswith(("$voicestack:index:Storage::storage", "WeightCache::weights"))
+        r
+        for r in resources
+        if r.parent.endswith(("$voicestack:index:Storage::storage", "WeightCache::weights", "Images::images"))
     ] + [memory]
-    assert len(kept) == 13
+    # Repository, its lifecycle rule, bucket and its 3 settings, 6 weight objects, 2 images, the memory.
+    assert len(kept) == 15
     for resource in kept:
         assert resource.retain_on_delete is retained, resource.urn
     for resource in resources:
         if resource not in kept:
             assert resource.retain_on_delete is False, resource.urn
+
+
+@pytest.mark.parametrize(("run", "retained"), [("dev", False), ("production", True)])
+def test_retained_storage_keeps_the_pushed_images(run: str, retained: bool, request: pytest.FixtureRequest) -> None:
+    # docker-build deletes every manifest it pushed when an Image is deleted: a retained repository would be
+    # left with no image in it.
+    resources: list[RecordedResource] = request.getfixturevalue(run).resources
+    for name in ("images-speech", "images-agent"):
+        image = find(resources, IMAGE, name)
+        assert image.retain_on_delete is retained, image.urn
 
 
 def test_storage_is_private_encrypted_and_scanned(dev: ProgramRun) -> None:
