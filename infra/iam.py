@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from infra.config import INFERENCE_PROFILE_GEOGRAPHIES
+from infra.naming import runtime_log_group_prefix
 
 Statement = dict[str, Any]
 PolicyDocument = dict[str, Any]
@@ -204,7 +205,7 @@ def agentcore_log_group_pattern(runtime_name: str) -> str:
     The suffix is chosen by AWS when the runtime is created, after this role must already exist,
     hence the trailing wildcard.
     """
-    return f"/aws/bedrock-agentcore/runtimes/{runtime_name}-*"
+    return f"{runtime_log_group_prefix(runtime_name)}*"
 
 
 @dataclass(frozen=True)

@@ -127,12 +127,10 @@ def default_tags(project: str, stack: str, extra: tuple[tuple[str, str], ...]) -
 def build(cfg: StackConfig, *, weights_dir: Path, torch: str, sources: SourceTree, cwd: Path) -> StackOutputs:
     """Declares every component of the stack; returns its outputs. Inputs are already validated."""
     project, stack = pulumi.get_project(), pulumi.get_stack()
-    # One explicit provider carries the default tags; every component (and so every child) uses it.
-    provider = aws.Provider(
-        "aws",
-        region=aws.config.region,
-        default_tags={"tags": default_tags(project, stack, cfg.tags)},
-    )
+    # One explicit provider carries the default tags; every component (and so every child) uses it. An explicit
+    # provider reads no `aws:` stack config by itself: region and profile are passed on.
+    tags = default_tags(project, stack, cfg.tags)
+    provider = aws.Provider("aws", region=aws.config.region, profile=aws.config.profile, default_tags={"tags": tags})
     tagged = pulumi.ResourceOptions(providers=[provider])
     aws_context = AwsContext.lookup(provider)
     namespace = metrics_namespace(project, stack)
@@ -202,6 +200,8 @@ def build(cfg: StackConfig, *, weights_dir: Path, torch: str, sources: SourceTre
             retain_memory=cfg.retain_storage,
             metrics_namespace=namespace,
             log_retention_days=cfg.log_retention_days,
+            tags=tags,
+            aws_profile=aws.config.profile,
         ),
         tagged,
     )

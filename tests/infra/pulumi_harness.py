@@ -496,6 +496,15 @@ def _memory(aws: OfflineAws, args: mocks.MockResourceArgs) -> tuple[str, dict[st
     return memory_id, {**args.inputs, "arn": aws.arn("bedrock-agentcore", f"memory/{memory_id}")}
 
 
+def _adopted_log_group(aws: OfflineAws, args: mocks.MockResourceArgs) -> tuple[str, dict[str, Any]]:
+    # The dynamic provider returns its inputs as outputs; the id is the group's name.
+    return str(args.inputs["name"]), dict(args.inputs)
+
+
+def _log_group_sweep(aws: OfflineAws, args: mocks.MockResourceArgs) -> tuple[str, dict[str, Any]]:
+    return str(args.inputs["prefix"]), dict(args.inputs)
+
+
 def _provider(aws: OfflineAws, args: mocks.MockResourceArgs) -> tuple[str, dict[str, Any]]:
     return f"{args.name}-provider", dict(args.inputs)
 
@@ -525,4 +534,6 @@ _RESOURCES: Final[dict[str, Handler]] = {
     "aws:appautoscaling/target:Target": _scalable_target,
     "aws:appautoscaling/policy:Policy": _scaling_policy,
     "aws:bedrock/agentcoreAgentRuntime:AgentcoreAgentRuntime": _agent_runtime,
+    "pulumi-python:dynamic/voicestack:AdoptedLogGroup": _adopted_log_group,
+    "pulumi-python:dynamic/voicestack:LogGroupSweep": _log_group_sweep,
 }

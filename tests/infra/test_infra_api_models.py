@@ -153,9 +153,10 @@ def test_every_taggable_request_carries_the_default_tags() -> None:
         tagged += 1
         as_dict = tags if isinstance(tags, dict) else {entry["Key"]: entry["Value"] for entry in tags}
         assert as_dict == expected, f"{request.source}: {request.operation}"
-    # Repository, 2 roles, model, endpoint config, endpoint, scalable target, runtime, memory, 2 log groups,
-    # topic, 7 alarms, and the bucket's PutBucketTagging (objects carry them in their Tagging header).
-    assert tagged == 20
+    # Repository, 2 roles, model, endpoint config, endpoint, scalable target, runtime, memory, the endpoint's log
+    # group, topic, 7 alarms, and the bucket's PutBucketTagging (objects carry them in their Tagging header). The
+    # runtime's log group gets them from AdoptedLogGroup (tests/infra/test_infra_runtime_logs.py).
+    assert tagged == 19
 
 
 def find_request(run: ProgramRun, operation: str) -> ApiRequest:

@@ -38,6 +38,8 @@ ROLE_POLICY = "aws:iam/rolePolicy:RolePolicy"
 LOG_GROUP = "aws:cloudwatch/logGroup:LogGroup"
 ALARM = "aws:cloudwatch/metricAlarm:MetricAlarm"
 FILTER = "aws:cloudwatch/logMetricFilter:LogMetricFilter"
+ADOPTED_LOG_GROUP = "pulumi-python:dynamic/voicestack:AdoptedLogGroup"
+LOG_GROUP_SWEEP = "pulumi-python:dynamic/voicestack:LogGroupSweep"
 SPEECH_METRIC_NAMES = ("TimeToFirstAudio", "SynthesisRTF", "Cancels", "Errors", "ActiveSessions", "QueuedRequests")
 DEV_ENDPOINT = "voicestack-dev-speech-g5-xlarge"
 SCALING = {
@@ -82,7 +84,8 @@ EXPECTED = {
     (LOG_GROUP, "speech-logs"),
     (ALARM, "speech-5xx"),
     ("aws:bedrock/agentcoreMemory:AgentcoreMemory", "agent-memory"),
-    (LOG_GROUP, "agent-logs"),
+    (ADOPTED_LOG_GROUP, "agent-logs"),
+    (LOG_GROUP_SWEEP, "agent-log-sweep"),
     ("voicestack:index:Monitoring", "monitoring"),
     *((FILTER, f"monitoring-speech-{name}") for name in SPEECH_METRIC_NAMES),
     *((FILTER, f"monitoring-agent-{name}") for name in ("TimeToFirstText", "TimeToFirstAudio", "Invocations")),
