@@ -96,6 +96,8 @@ class AgentRuntimeArgs:
     memory_name: str
     memory_event_expiry_days: int
     retain_memory: bool
+    memory_id: str | None
+    """A memory this stack kept on an earlier destroy, imported instead of created; None: create one."""
     metrics_namespace: str
     log_retention_days: int
     tags: Mapping[str, str]
@@ -121,13 +123,20 @@ class AgentRuntime(pulumi.ComponentResource):
         child = pulumi.ResourceOptions(parent=self)
 
         # Named (the API requires a name): a replacement must delete the old memory first. A retained stack
-        # keeps the conversations on `pulumi destroy`, like the other storage.
+        # keeps the conversations on `pulumi destroy`, like the other storage; since AgentCore refuses a second
+        # memory of the same name, the next deploy adopts the kept one (`memoryId`: imported, then updated to
+        # the program's settings), so the agent finds its history again.
         self.memory = aws.bedrock.AgentcoreMemory(
             f"{name}-memory",
             name=args.memory_name,
             description="voicestack: conversation history of the voice agent",
             event_expiry_duration=args.memory_event_expiry_days,
-            opts=pulumi.ResourceOptions(parent=self, delete_before_replace=True, retain_on_delete=args.retain_memory),
+            opts=pulumi.ResourceOptions(
+                parent=self,
+                delete_before_replace=True,
+                retain_on_delete=args.retain_memory,
+                import_=args.memory_id,
+            ),
         )
 
         self.role = aws.iam.Role(

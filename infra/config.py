@@ -43,6 +43,7 @@ CONFIG_KEYS: Final = (
     "logRetentionDays",
     "alarmEmail",
     "memoryEventExpiryDays",
+    "memoryId",
     "tags",
 )
 """Every key the program reads, in the order Pulumi.yaml declares them (a test keeps the two equal)."""
@@ -84,6 +85,9 @@ LOG_RETENTION_DAYS: Final = (
 MEMORY_EXPIRY_RANGE_DAYS: Final = (7, 365)
 """Days AgentCore Memory keeps events. CreateMemory's model allows 3..3650, but the provider refuses anything
 outside 7..365 (pulumi_aws AgentcoreMemory docs; the Terraform resource's validator), so that is the range."""
+_MEMORY_ID_SUFFIX: Final = r"-[a-zA-Z0-9]{10}"
+_MEMORY_ID: Final = re.compile(rf"[a-zA-Z][a-zA-Z0-9_-]{{0,99}}{_MEMORY_ID_SUFFIX}")
+"""An AgentCore Memory id (bedrock-agentcore-control's memoryId pattern): the memory's name, `-`, 10 characters."""
 RESERVED_TAG_KEYS: Final = ("project", "stack")
 """Default tags the program sets itself; `tags` may not override them."""
 _EMAIL = re.compile(r"[^@\s]+@[^@\s]+\.[^@\s]+")
@@ -131,6 +135,9 @@ class StackConfig:
     alarm_email: str | None = None
     """None: alarms go to an SNS topic nobody is subscribed to by the program."""
     memory_event_expiry_days: int = 30
+    memory_id: str | None = None
+    """The id of the memory this stack kept on an earlier `pulumi destroy` (retainStorage): the program
+    imports it instead of creating a second memory of the same name. None: create the memory."""
     tags: tuple[tuple[str, str], ...] = ()
     """Extra default tags for every AWS resource, beside project and stack (sorted by key)."""
 
@@ -178,8 +185,22 @@ def parse_config(values: Mapping[str, str | None], *, namespace: str) -> StackCo
         log_retention_days=reader.parsed("logRetentionDays", _log_retention),
         alarm_email=reader.optional("alarmEmail", _email),
         memory_event_expiry_days=reader.integer("memoryEventExpiryDays", MEMORY_EXPIRY_RANGE_DAYS),
+        memory_id=reader.optional("memoryId", _memory_id),
         tags=reader.parsed("tags", _extra_tags),
     )
+
+
+def check_memory_of_stack(memory_id: str | None, memory_name: str, *, namespace: str) -> None:
+    """A kept memory may be adopted only by its own stack: its id must be `<memory_name>-<10 characters>`.
+
+    The memory's name is replace-only for the provider; adopting a memory of another name would make
+    the next `pulumi up` replace it, deleting the conversations the adoption is meant to keep.
+    """
+    if memory_id is not None and re.fullmatch(rf"{re.escape(memory_name)}{_MEMORY_ID_SUFFIX}", memory_id) is None:
+        raise ConfigError(
+            f"{namespace}:memoryId must be the id of this stack's memory, {memory_name}-<10 letters or digits> "
+            f"(got {memory_id!r})"
+        )
 
 
 def _check_scaling_bounds(reader: _Reader, scaling: AutoscalingConfig, instance_count: int) -> None:
@@ -249,6 +270,12 @@ def _log_retention(raw: str) -> int:
             f"must be one of the CloudWatch Logs retention periods {', '.join(map(str, LOG_RETENTION_DAYS))}"
         )
     return int(raw)
+
+
+def _memory_id(raw: str) -> str:
+    if _MEMORY_ID.fullmatch(raw) is None:
+        raise ValueError("must be empty or an AgentCore Memory id, <memory name>-<10 letters or digits>")
+    return raw
 
 
 def _email(raw: str) -> str:

@@ -19,7 +19,7 @@ import pulumi_aws as aws
 from infra import naming
 from infra.agent import AgentRuntime, AgentRuntimeArgs, invoke_command
 from infra.aws_context import AwsContext
-from infra.config import StackConfig, load_config
+from infra.config import StackConfig, check_memory_of_stack, load_config
 from infra.images import Images, ImagesArgs, torch_version
 from infra.metrics import dashboard_url, metrics_namespace
 from infra.monitoring import Alerts, AlertsArgs, Monitoring, MonitoringArgs
@@ -197,6 +197,7 @@ def build(cfg: StackConfig, *, weights_dir: Path, torch: str, sources: SourceTre
             aws=aws_context,
             memory_name=naming.memory_name(project, stack),
             memory_event_expiry_days=cfg.memory_event_expiry_days,
+            memory_id=cfg.memory_id,
             retain_memory=cfg.retain_storage,
             metrics_namespace=namespace,
             log_retention_days=cfg.log_retention_days,
@@ -250,10 +251,10 @@ def run(
 ) -> StackOutputs:
     """The program: configuration and local inputs first (fail before any resource), then the graph."""
     cfg = load_config()
+    project = pulumi.get_project()
+    check_memory_of_stack(cfg.memory_id, naming.memory_name(project, pulumi.get_stack()), namespace=project)
     tree = sources if sources is not None else SourceTree.of_repository()
-    weights_dir = resolve_weights_dir(
-        cfg.weights_dir, download=download, config_key=f"{pulumi.get_project()}:weightsDir"
-    )
+    weights_dir = resolve_weights_dir(cfg.weights_dir, download=download, config_key=f"{project}:weightsDir")
     torch = tree.torch_version()
     outputs = build(cfg, weights_dir=weights_dir, torch=torch, sources=tree, cwd=Path.cwd())
     outputs.export()

@@ -19,7 +19,7 @@ Every registered resource (components included, the root stack excluded) is reco
 registration order as a `RecordedResource`: type token, logical name, URN, inputs as the engine
 receives them (camelCase keys, secrets unwrapped, assets as `pulumi.FileAsset`, numbers as floats),
 parent URN, dependency URNs, per-property dependency URNs, the retain-on-delete and
-delete-before-replace options, the provider reference, and the outputs the mock gave it. The
+delete-before-replace options, the provider reference, the outputs the mock gave it, and the import id. The
 program's explicit AWS provider (default tags) is recorded too, as `pulumi:providers:aws`.
 
 Invokes are answered for exactly the tokens in `OfflineAws.CALLS`; any other invoke, and any
@@ -85,6 +85,8 @@ class RecordedResource:
     """The provider reference (`<provider URN>::<id>`); empty for components and default providers."""
     outputs: dict[str, Any] = field(default_factory=dict)
     """The state the mock gave the resource (physical names, ARNs), as the engine received it."""
+    import_id: str = ""
+    """The `import_` resource option: the id of an existing resource the engine adopts; empty: none."""
 
 
 @dataclass(frozen=True)
@@ -284,6 +286,7 @@ class RecordingMonitor(mocks.MockMonitor):
                     delete_before_replace=bool(request.deleteBeforeReplace),
                     provider=request.provider,
                     outputs=dict(outputs),
+                    import_id=request.importId,
                 )
             )
         return response
@@ -492,7 +495,8 @@ def _subscription(aws: OfflineAws, args: mocks.MockResourceArgs) -> tuple[str, d
 
 
 def _memory(aws: OfflineAws, args: mocks.MockResourceArgs) -> tuple[str, dict[str, Any]]:
-    memory_id = f"{args.inputs['name']}-{_suffix(args.name, 10)}"
+    # An imported memory keeps its id; a new one gets `<name>-<10 characters>` as AgentCore gives it.
+    memory_id = args.resource_id or f"{args.inputs['name']}-{_suffix(args.name, 10)}"
     return memory_id, {**args.inputs, "arn": aws.arn("bedrock-agentcore", f"memory/{memory_id}")}
 
 

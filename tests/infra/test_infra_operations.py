@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from infra.config import ConfigError
 from infra.metrics import AGENT_METRICS, NAMESPACE_ENV, SPEECH_METRICS, filter_namespace
 from speech_protocol import emf
 from speech_protocol.emf import Metric, emf_record
@@ -275,6 +276,43 @@ def test_the_memory_is_the_one_the_runtime_and_its_role_use(dev: ProgramRun, ops
     [statement] = [s for s in json.loads(policy.inputs["policy"])["Statement"] if s["Sid"] == "UseConversationMemory"]
     assert statement["Resource"] == [f"arn:aws:bedrock-agentcore:us-east-1:123456789012:memory/{memory_id}"]
     assert (memory.retain_on_delete, find(ops, MEMORY, "agent-memory").retain_on_delete) == (False, True)
+
+
+KEPT_MEMORY = "voicestack_dev_memory-AbCdE12345"
+
+
+def test_a_stack_that_kept_its_memory_adopts_it_on_the_next_deploy() -> None:
+    """After `pulumi destroy` with retainStorage, the memory (a fixed name AgentCore will not create twice) is
+    still in the account: the next `pulumi up` imports it instead of creating a second one, so the runtime
+    reads the same conversation history and its role may use that memory and no other."""
+    run = run_program({"retainStorage": "true", "memoryId": KEPT_MEMORY})
+    memory = find(run, MEMORY, "agent-memory")
+    assert memory.import_id == KEPT_MEMORY, memory.urn
+    # The same name: the provider replaces a memory whose name changes, which would delete the history.
+    assert memory.inputs["name"] == "voicestack_dev_memory", memory.urn
+    assert (memory.retain_on_delete, memory.delete_before_replace) == (True, True), memory.urn
+    assert run.outputs["memoryId"] == KEPT_MEMORY
+    runtime = find(run, RUNTIME, "agent-runtime")
+    assert runtime.inputs["environmentVariables"]["AGENTCORE_MEMORY_ID"] == KEPT_MEMORY, runtime.urn
+    policy = find(run, "aws:iam/rolePolicy:RolePolicy", "agent-role-policy")
+    [statement] = [s for s in json.loads(policy.inputs["policy"])["Statement"] if s["Sid"] == "UseConversationMemory"]
+    assert statement["Resource"] == [f"arn:aws:bedrock-agentcore:us-east-1:123456789012:memory/{KEPT_MEMORY}"]
+
+
+def test_without_a_kept_memory_the_stack_creates_one(dev: ProgramRun) -> None:
+    memory = find(dev, MEMORY, "agent-memory")
+    assert memory.import_id == "", memory.urn
+    assert dev.outputs["memoryId"] != KEPT_MEMORY
+
+
+def test_only_this_stacks_memory_can_be_adopted() -> None:
+    # Another stack's memory has another name: adopting it would replace (delete) it.
+    with pytest.raises(ConfigError) as raised:
+        run_program({"memoryId": "voicestack_prod_memory-AbCdE12345"})
+    assert str(raised.value) == (
+        "voicestack:memoryId must be the id of this stack's memory, voicestack_dev_memory-<10 letters or digits> "
+        "(got 'voicestack_prod_memory-AbCdE12345')"
+    )
 
 
 def test_session_autoscaling_tracks_the_servers_own_gauge() -> None:
