@@ -3,7 +3,9 @@
 Pulumi.yaml is the single place where keys, types, defaults and descriptions live; the Pulumi CLI
 hands the program every declared key (its default when a stack does not set it). This module only
 parses and validates, so an invalid value fails before any resource is declared, with a message
-that names the key and the values it accepts.
+that names the key and the values it accepts. It imports nothing of Pulumi: `voicestack preflight`
+resolves a stack's configuration the same way (`config_values`) without Pulumi's runtime, and
+infra/program.py reads the running program's configuration into it.
 """
 
 from __future__ import annotations
@@ -13,9 +15,9 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final, Literal, get_args
+from typing import Any, Final, Literal, get_args
 
-import pulumi
+import yaml  # type: ignore[import-untyped]
 
 from kokoro_server import model_pin
 
@@ -117,7 +119,7 @@ class AutoscalingConfig:
 
 @dataclass(frozen=True)
 class StackConfig:
-    """The whole stack configuration, validated; built once by `load_config`."""
+    """The whole stack configuration, validated; built once by `parse_config`."""
 
     retain_storage: bool
     weights_dir: Path | None
@@ -142,11 +144,33 @@ class StackConfig:
     """Extra default tags for every AWS resource, beside project and stack (sorted by key)."""
 
 
-def load_config() -> StackConfig:
-    """Reads the current project's configuration (Pulumi.yaml defaults applied by the CLI)."""
-    project = pulumi.get_project()
-    config = pulumi.Config(project)
-    return parse_config({key: config.get(key) for key in CONFIG_KEYS}, namespace=project)
+def declared_config(project_file: Path) -> dict[str, dict[str, Any]]:
+    """The `config:` block of a Pulumi.yaml: key -> {type, default, description}."""
+    document = yaml.safe_load(project_file.read_text(encoding="utf-8"))
+    block: dict[str, dict[str, Any]] = document["config"]
+    return block
+
+
+def cli_string(value: Any) -> str:
+    """A config value as the Pulumi CLI hands it to a program: a string (YAML booleans as true/false,
+    structured values as JSON)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, dict | list):
+        return json.dumps(value)
+    return str(value)
+
+
+def config_values(project_file: Path, namespace: str, stack: Mapping[str, Any]) -> dict[str, str]:
+    """What the CLI hands the program for one stack: every key Pulumi.yaml declares, with its default, then
+    the stack's own values on top (`namespace:key` as `pulumi config --json` names them; other namespaces,
+    such as `aws:`, are left out). The result is what `parse_config` takes."""
+    values = {key: cli_string(spec["default"]) for key, spec in declared_config(project_file).items()}
+    prefix = f"{namespace}:"
+    values.update(
+        {key.removeprefix(prefix): cli_string(value) for key, value in stack.items() if key.startswith(prefix)}
+    )
+    return values
 
 
 def parse_config(values: Mapping[str, str | None], *, namespace: str) -> StackConfig:

@@ -19,7 +19,7 @@ import pulumi_aws as aws
 from infra import naming
 from infra.agent import AgentRuntime, AgentRuntimeArgs, invoke_command
 from infra.aws_context import AwsContext
-from infra.config import StackConfig, check_memory_of_stack, load_config
+from infra.config import CONFIG_KEYS, StackConfig, check_memory_of_stack, parse_config
 from infra.images import Images, ImagesArgs, torch_version
 from infra.metrics import dashboard_url, metrics_namespace
 from infra.monitoring import Alerts, AlertsArgs, Monitoring, MonitoringArgs
@@ -242,6 +242,13 @@ def build(cfg: StackConfig, *, weights_dir: Path, torch: str, sources: SourceTre
         dashboard_url=aws_context.region.apply(lambda region: dashboard_url(region, dashboard)),
         alarm_topic_arn=alerts.topic_arn,
     )
+
+
+def load_config() -> StackConfig:
+    """Reads the running program's configuration (the CLI has applied Pulumi.yaml's defaults)."""
+    project = pulumi.get_project()
+    config = pulumi.Config(project)
+    return parse_config({key: config.get(key) for key in CONFIG_KEYS}, namespace=project)
 
 
 def run(

@@ -45,10 +45,11 @@ from pathlib import Path
 from typing import Any, Final
 
 import pulumi
-import yaml  # type: ignore[import-untyped]
 from pulumi.runtime import mocks, rpc
 
 from infra import program
+from infra.config import config_values
+from infra.config import declared_config as config_declared_in
 from infra.weights import weight_files
 
 PROJECT: Final = "voicestack"
@@ -167,8 +168,9 @@ def _settle(loop: asyncio.AbstractEventLoop) -> None:
 
 def stack_config(config: Mapping[str, str]) -> dict[str, str]:
     """Pulumi.yaml's defaults, then `config` (bare keys in the project namespace), as the CLI merges them."""
-    merged = {f"{PROJECT}:{key}": _config_string(spec["default"]) for key, spec in declared_config().items()}
-    merged.update({(key if ":" in key else f"{PROJECT}:{key}"): value for key, value in config.items()})
+    namespaced = {(key if ":" in key else f"{PROJECT}:{key}"): value for key, value in config.items()}
+    merged = {f"{PROJECT}:{key}": value for key, value in config_values(PULUMI_YAML, PROJECT, namespaced).items()}
+    merged.update({key: value for key, value in namespaced.items() if not key.startswith(f"{PROJECT}:")})
     if merged.get(f"{PROJECT}:weightsDir", "") == "":
         merged[f"{PROJECT}:weightsDir"] = str(tiny_weights_dir())
     return merged
@@ -176,9 +178,7 @@ def stack_config(config: Mapping[str, str]) -> dict[str, str]:
 
 def declared_config() -> dict[str, dict[str, Any]]:
     """The `config:` block of Pulumi.yaml (key -> {type, default, description})."""
-    document = yaml.safe_load(PULUMI_YAML.read_text(encoding="utf-8"))
-    block: dict[str, dict[str, Any]] = document["config"]
-    return block
+    return config_declared_in(PULUMI_YAML)
 
 
 def speech_requirements_path() -> Path:
@@ -219,13 +219,6 @@ def _scratch() -> Path:
         atexit.register(directory.cleanup)
         _SCRATCH.append(directory)
     return Path(_SCRATCH[0].name)
-
-
-def _config_string(value: Any) -> str:
-    # The CLI hands every value to the program as a string; YAML booleans become "true"/"false".
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
 
 
 class RecordingMonitor(mocks.MockMonitor):
