@@ -20,6 +20,7 @@ from botocore.stub import Stubber  # type: ignore[import-untyped]
 from voicestack.cli import build_parser, main
 from voicestack.preflight import PreflightCommand
 from voicestack.pulumi_stack import StackView, read_stack
+from voicestack.repository import REPO_ROOT
 from voicestack.tool_checks import required_pulumi_cli
 
 ACCOUNT = "123456789012"
@@ -262,6 +263,42 @@ def test_a_ready_account_passes_every_check(capsys: pytest.CaptureFixture[str], 
     assert lines == [*READY, "preflight: all 12 checks passed"]
     assert (code, err) == (0, "")
     assert account.regions_asked == [("us-east-1", None)]
+
+
+IAM_PREFIX = {"bedrock-agentcore-control": "bedrock-agentcore", "service-quotas": "servicequotas"}
+
+
+def test_the_deployer_policies_allow_every_call_the_preflight_makes(
+    capsys: pytest.CaptureFixture[str], account: Account
+) -> None:
+    ready(account, quotas=[quota(4.0, "ml.g5.2xlarge for endpoint usage")])
+    account.stub("service-quotas").add_response(
+        "list_aws_default_service_quotas", {"Quotas": [quota(2.0)]}, {"ServiceCode": "sagemaker"}
+    )
+    called: list[str] = []
+    for service, client in account.clients.items():
+        prefix = IAM_PREFIX.get(service, service)
+        client.meta.events.register(
+            "before-parameter-build", lambda model, prefix=prefix, **_: called.append(f"{prefix}:{model.name}")
+        )
+    assert preflight(capsys, account)[0] == 0
+    allowed = {
+        action
+        for path in (REPO_ROOT / "infra" / "deployer-policy").glob("*.json")
+        for statement in json.loads(path.read_text(encoding="utf-8"))["Statement"]
+        for action in statement["Action"]
+    }
+    assert sorted(set(called)) == [
+        "bedrock-agentcore:ListAgentRuntimes",
+        "bedrock-agentcore:ListMemories",
+        "bedrock:GetFoundationModelAvailability",
+        "bedrock:GetInferenceProfile",
+        "sagemaker:DescribeEndpoint",
+        "servicequotas:ListAWSDefaultServiceQuotas",
+        "servicequotas:ListServiceQuotas",
+        "sts:GetCallerIdentity",
+    ]
+    assert sorted(set(called) - allowed) == []
 
 
 def test_a_quota_below_twice_the_fleet_fails_with_the_increase_to_ask_for(
