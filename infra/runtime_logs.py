@@ -165,12 +165,7 @@ class AdoptedLogGroup(pulumi.dynamic.Resource, module="voicestack", name="Adopte
     name: pulumi.Output[str]
 
     def __init__(
-        self,
-        resource_name: str,
-        args: AdoptedLogGroupArgs,
-        opts: pulumi.ResourceOptions | None = None,
-        *,
-        connect: Connect | None = None,
+        self, resource_name: str, args: AdoptedLogGroupArgs, opts: pulumi.ResourceOptions | None = None
     ) -> None:
         props: dict[str, Any] = {
             "name": args.name,
@@ -179,7 +174,7 @@ class AdoptedLogGroup(pulumi.dynamic.Resource, module="voicestack", name="Adopte
             "region": args.region,
             "profile": args.profile,
         }
-        super().__init__(adopted_log_group_provider(connect), resource_name, props, opts)
+        super().__init__(adopted_log_group_provider(), resource_name, props, opts)
 
 
 @dataclass(frozen=True)
@@ -196,13 +191,6 @@ class LogGroupSweep(pulumi.dynamic.Resource, module="voicestack", name="LogGroup
 
     prefix: pulumi.Output[str]
 
-    def __init__(
-        self,
-        resource_name: str,
-        args: LogGroupSweepArgs,
-        opts: pulumi.ResourceOptions | None = None,
-        *,
-        connect: Connect | None = None,
-    ) -> None:
+    def __init__(self, resource_name: str, args: LogGroupSweepArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         props: dict[str, Any] = {"prefix": args.prefix, "region": args.region, "profile": args.profile}
-        super().__init__(log_group_sweep_provider(connect), resource_name, props, opts)
+        super().__init__(log_group_sweep_provider(), resource_name, props, opts)
