@@ -4,14 +4,15 @@ Its environment carries the endpoint's name (an output of the endpoint), so the 
 created before the endpoint exists; its role may stream to that endpoint's ARN and nothing else.
 Conversations live in an AgentCore Memory whose id the runtime reads from `AGENTCORE_MEMORY_ID`; the
 role may use that memory and no other. The memory goes with `pulumi destroy` unless the stack
-retains storage. The runtime's log group is named after the runtime id, which AWS picks, so it is
-created right after the runtime (before its first invocation writes to it).
+retains storage. AgentCore creates the runtime's log group itself; the stack takes it over right
+after the runtime (retention, tags) and removes it after the runtime on destroy (infra/runtime_logs.py).
 """
 
 from __future__ import annotations
 
 import json
 import shlex
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
 
@@ -22,17 +23,12 @@ from infra.aws_context import AwsContext
 from infra.config import SpeechMode
 from infra.iam import agent_runtime_policy, agentcore_trust_policy
 from infra.metrics import NAMESPACE_ENV
+from infra.naming import runtime_log_group, runtime_log_group_prefix
+from infra.runtime_logs import AdoptedLogGroup, AdoptedLogGroupArgs, LogGroupSweep, LogGroupSweepArgs
 
 DEMO_PROMPT: Final = "Tell me, in three sentences, why lighthouses matter."
 MEMORY_ID_ENV: Final = "AGENTCORE_MEMORY_ID"
 """The variable agent_app reads the conversation memory's id from."""
-RUNTIME_ENDPOINT: Final = "DEFAULT"
-"""The runtime endpoint AgentCore creates with every runtime (its logs are under `<id>-DEFAULT`)."""
-
-
-def runtime_log_group(runtime_id: str, endpoint: str = RUNTIME_ENDPOINT) -> str:
-    """The log group AgentCore writes a runtime endpoint's container output to."""
-    return f"/aws/bedrock-agentcore/runtimes/{runtime_id}-{endpoint}"
 
 
 def agent_environment(
@@ -100,8 +96,14 @@ class AgentRuntimeArgs:
     memory_name: str
     memory_event_expiry_days: int
     retain_memory: bool
+    memory_id: str | None
+    """A memory this stack kept on an earlier destroy, imported instead of created; None: create one."""
     metrics_namespace: str
     log_retention_days: int
+    tags: Mapping[str, str]
+    """The stack's default tags: the log group AgentCore creates gets them from the stack, not the provider."""
+    aws_profile: str | None = None
+    """The stack's `aws:profile`, for the boto3 calls that manage the runtime's log group."""
 
 
 class AgentRuntime(pulumi.ComponentResource):
@@ -111,7 +113,8 @@ class AgentRuntime(pulumi.ComponentResource):
     role: aws.iam.Role
     role_policy: aws.iam.RolePolicy
     runtime: aws.bedrock.AgentcoreAgentRuntime
-    log_group: aws.cloudwatch.LogGroup
+    log_sweep: LogGroupSweep
+    log_group: AdoptedLogGroup
     runtime_arn: pulumi.Output[str]
     log_group_name: pulumi.Output[str]
 
@@ -120,13 +123,20 @@ class AgentRuntime(pulumi.ComponentResource):
         child = pulumi.ResourceOptions(parent=self)
 
         # Named (the API requires a name): a replacement must delete the old memory first. A retained stack
-        # keeps the conversations on `pulumi destroy`, like the other storage.
+        # keeps the conversations on `pulumi destroy`, like the other storage; since AgentCore refuses a second
+        # memory of the same name, the next deploy adopts the kept one (`memoryId`: imported, then updated to
+        # the program's settings), so the agent finds its history again.
         self.memory = aws.bedrock.AgentcoreMemory(
             f"{name}-memory",
             name=args.memory_name,
             description="voicestack: conversation history of the voice agent",
             event_expiry_duration=args.memory_event_expiry_days,
-            opts=pulumi.ResourceOptions(parent=self, delete_before_replace=True, retain_on_delete=args.retain_memory),
+            opts=pulumi.ResourceOptions(
+                parent=self,
+                delete_before_replace=True,
+                retain_on_delete=args.retain_memory,
+                import_=args.memory_id,
+            ),
         )
 
         self.role = aws.iam.Role(
@@ -164,6 +174,14 @@ class AgentRuntime(pulumi.ComponentResource):
                 metrics_namespace=args.metrics_namespace,
             )
         )
+        # Deleted after the runtime (which depends on it): removes any group the runtime wrote while going away.
+        self.log_sweep = LogGroupSweep(
+            f"{name}-log-sweep",
+            LogGroupSweepArgs(
+                prefix=runtime_log_group_prefix(args.runtime_name), region=args.aws.region, profile=args.aws_profile
+            ),
+            opts=child,
+        )
         self.runtime = aws.bedrock.AgentcoreAgentRuntime(
             f"{name}-runtime",
             agent_runtime_name=args.runtime_name,
@@ -175,15 +193,24 @@ class AgentRuntime(pulumi.ComponentResource):
             environment_variables=environment,
             # AgentCore pulls the image with the role while creating the runtime; the permissions are in a
             # separate RolePolicy that the runtime reads no output of. The name is fixed: a replacement must
-            # delete the old runtime first (AgentCore refuses a second runtime of the same name).
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[self.role_policy], delete_before_replace=True),
+            # delete the old runtime first (AgentCore refuses a second runtime of the same name). The sweep is
+            # a dependency only so that `pulumi destroy` deletes it after the runtime.
+            opts=pulumi.ResourceOptions(
+                parent=self, depends_on=[self.role_policy, self.log_sweep], delete_before_replace=True
+            ),
         )
         self.runtime_arn = self.runtime.agent_runtime_arn
-        self.log_group = aws.cloudwatch.LogGroup(
+        # AgentCore creates this group with the runtime: taken over (retention, tags), not created.
+        self.log_group = AdoptedLogGroup(
             f"{name}-logs",
-            name=self.runtime.agent_runtime_id.apply(runtime_log_group),
-            retention_in_days=args.log_retention_days,
-            opts=pulumi.ResourceOptions(parent=self, delete_before_replace=True),
+            AdoptedLogGroupArgs(
+                name=self.runtime.agent_runtime_id.apply(runtime_log_group),
+                retention_days=args.log_retention_days,
+                tags=args.tags,
+                region=args.aws.region,
+                profile=args.aws_profile,
+            ),
+            opts=child,
         )
         self.log_group_name = self.log_group.name
         self.register_outputs({"runtime_arn": self.runtime_arn, "memory_id": self.memory.id})

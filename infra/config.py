@@ -3,7 +3,9 @@
 Pulumi.yaml is the single place where keys, types, defaults and descriptions live; the Pulumi CLI
 hands the program every declared key (its default when a stack does not set it). This module only
 parses and validates, so an invalid value fails before any resource is declared, with a message
-that names the key and the values it accepts.
+that names the key and the values it accepts. It imports nothing of Pulumi: `voicestack preflight`
+resolves a stack's configuration the same way (`config_values`) without Pulumi's runtime, and
+infra/program.py reads the running program's configuration into it.
 """
 
 from __future__ import annotations
@@ -13,9 +15,9 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final, Literal, get_args
+from typing import Any, Final, Literal, get_args
 
-import pulumi
+import yaml  # type: ignore[import-untyped]
 
 from kokoro_server import model_pin
 
@@ -43,6 +45,7 @@ CONFIG_KEYS: Final = (
     "logRetentionDays",
     "alarmEmail",
     "memoryEventExpiryDays",
+    "memoryId",
     "tags",
 )
 """Every key the program reads, in the order Pulumi.yaml declares them (a test keeps the two equal)."""
@@ -81,8 +84,12 @@ LOG_RETENTION_DAYS: Final = (
     3653,
 )
 """The retention periods CloudWatch Logs accepts (PutRetentionPolicy); any other number is rejected."""
-MEMORY_EXPIRY_RANGE_DAYS: Final = (3, 365)
-"""AgentCore Memory keeps short-term events 3 to 365 days (CreateMemory eventExpiryDuration)."""
+MEMORY_EXPIRY_RANGE_DAYS: Final = (7, 365)
+"""Days AgentCore Memory keeps events. CreateMemory's model allows 3..3650, but the provider refuses anything
+outside 7..365 (pulumi_aws AgentcoreMemory docs; the Terraform resource's validator), so that is the range."""
+_MEMORY_ID_SUFFIX: Final = r"-[a-zA-Z0-9]{10}"
+_MEMORY_ID: Final = re.compile(rf"[a-zA-Z][a-zA-Z0-9_-]{{0,99}}{_MEMORY_ID_SUFFIX}")
+"""An AgentCore Memory id (bedrock-agentcore-control's memoryId pattern): the memory's name, `-`, 10 characters."""
 RESERVED_TAG_KEYS: Final = ("project", "stack")
 """Default tags the program sets itself; `tags` may not override them."""
 _EMAIL = re.compile(r"[^@\s]+@[^@\s]+\.[^@\s]+")
@@ -112,7 +119,7 @@ class AutoscalingConfig:
 
 @dataclass(frozen=True)
 class StackConfig:
-    """The whole stack configuration, validated; built once by `load_config`."""
+    """The whole stack configuration, validated; built once by `parse_config`."""
 
     retain_storage: bool
     weights_dir: Path | None
@@ -130,15 +137,40 @@ class StackConfig:
     alarm_email: str | None = None
     """None: alarms go to an SNS topic nobody is subscribed to by the program."""
     memory_event_expiry_days: int = 30
+    memory_id: str | None = None
+    """The id of the memory this stack kept on an earlier `pulumi destroy` (retainStorage): the program
+    imports it instead of creating a second memory of the same name. None: create the memory."""
     tags: tuple[tuple[str, str], ...] = ()
     """Extra default tags for every AWS resource, beside project and stack (sorted by key)."""
 
 
-def load_config() -> StackConfig:
-    """Reads the current project's configuration (Pulumi.yaml defaults applied by the CLI)."""
-    project = pulumi.get_project()
-    config = pulumi.Config(project)
-    return parse_config({key: config.get(key) for key in CONFIG_KEYS}, namespace=project)
+def declared_config(project_file: Path) -> dict[str, dict[str, Any]]:
+    """The `config:` block of a Pulumi.yaml: key -> {type, default, description}."""
+    document = yaml.safe_load(project_file.read_text(encoding="utf-8"))
+    block: dict[str, dict[str, Any]] = document["config"]
+    return block
+
+
+def cli_string(value: Any) -> str:
+    """A config value as the Pulumi CLI hands it to a program: a string (YAML booleans as true/false,
+    structured values as JSON)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, dict | list):
+        return json.dumps(value)
+    return str(value)
+
+
+def config_values(project_file: Path, namespace: str, stack: Mapping[str, Any]) -> dict[str, str]:
+    """What the CLI hands the program for one stack: every key Pulumi.yaml declares, with its default, then
+    the stack's own values on top (`namespace:key` as `pulumi config --json` names them; other namespaces,
+    such as `aws:`, are left out). The result is what `parse_config` takes."""
+    values = {key: cli_string(spec["default"]) for key, spec in declared_config(project_file).items()}
+    prefix = f"{namespace}:"
+    values.update(
+        {key.removeprefix(prefix): cli_string(value) for key, value in stack.items() if key.startswith(prefix)}
+    )
+    return values
 
 
 def parse_config(values: Mapping[str, str | None], *, namespace: str) -> StackConfig:
@@ -177,8 +209,22 @@ def parse_config(values: Mapping[str, str | None], *, namespace: str) -> StackCo
         log_retention_days=reader.parsed("logRetentionDays", _log_retention),
         alarm_email=reader.optional("alarmEmail", _email),
         memory_event_expiry_days=reader.integer("memoryEventExpiryDays", MEMORY_EXPIRY_RANGE_DAYS),
+        memory_id=reader.optional("memoryId", _memory_id),
         tags=reader.parsed("tags", _extra_tags),
     )
+
+
+def check_memory_of_stack(memory_id: str | None, memory_name: str, *, namespace: str) -> None:
+    """A kept memory may be adopted only by its own stack: its id must be `<memory_name>-<10 characters>`.
+
+    The memory's name is replace-only for the provider; adopting a memory of another name would make
+    the next `pulumi up` replace it, deleting the conversations the adoption is meant to keep.
+    """
+    if memory_id is not None and re.fullmatch(rf"{re.escape(memory_name)}{_MEMORY_ID_SUFFIX}", memory_id) is None:
+        raise ConfigError(
+            f"{namespace}:memoryId must be the id of this stack's memory, {memory_name}-<10 letters or digits> "
+            f"(got {memory_id!r})"
+        )
 
 
 def _check_scaling_bounds(reader: _Reader, scaling: AutoscalingConfig, instance_count: int) -> None:
@@ -248,6 +294,12 @@ def _log_retention(raw: str) -> int:
             f"must be one of the CloudWatch Logs retention periods {', '.join(map(str, LOG_RETENTION_DAYS))}"
         )
     return int(raw)
+
+
+def _memory_id(raw: str) -> str:
+    if _MEMORY_ID.fullmatch(raw) is None:
+        raise ValueError("must be empty or an AgentCore Memory id, <memory name>-<10 letters or digits>")
+    return raw
 
 
 def _email(raw: str) -> str:

@@ -1,14 +1,17 @@
 """IAM documents for the two roles of the stack, built by pure functions from plain strings.
 
-The SageMaker execution role reads the weights under one S3 prefix, pulls the image and writes the
-endpoint's logs. The AgentCore runtime role streams to exactly one SageMaker endpoint, invokes one
-Bedrock model, reads and writes one AgentCore Memory, pulls its image and writes logs. No action is
-a wildcard; a resource is `*` only where the service has no resource-level permissions for that
+The SageMaker execution role reads the weights under one S3 prefix, pulls the image, writes the
+endpoint's logs, publishes the endpoint's instance metrics and reads its rollback alarm (the last two
+are what SageMaker itself does with the role: the CreateModel execution-role policy lists
+`cloudwatch:PutMetricData`, and deployment guardrails need `cloudwatch:DescribeAlarms` on the
+auto-rollback alarms). The AgentCore runtime role streams to exactly one SageMaker endpoint, invokes
+one Bedrock model, reads and writes one AgentCore Memory, pulls its image and writes logs. No action
+is a wildcard; a resource is `*` only where the service has no resource-level permissions for that
 action, and a comment next to that statement says so.
 
-Not granted: X-Ray and `cloudwatch:PutMetricData`. Neither container sends traces, and both publish
-metrics as Embedded Metric Format lines on stdout (speech_protocol/emf.py), which CloudWatch Logs
-turns into metrics with no API call from the container.
+Not granted: X-Ray, and `cloudwatch:PutMetricData` to the agent. Neither container sends traces, and
+both publish their own metrics as Embedded Metric Format lines on stdout (speech_protocol/emf.py),
+which needs no API call from the container.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from infra.config import INFERENCE_PROFILE_GEOGRAPHIES
+from infra.naming import runtime_log_group_prefix
 
 Statement = dict[str, Any]
 PolicyDocument = dict[str, Any]
@@ -39,6 +43,8 @@ MEMORY_ACTIONS: Final = (
     "bedrock-agentcore:RetrieveMemoryRecords",
 )
 INVOKE_STREAM_ACTION: Final = "sagemaker:InvokeEndpointWithBidirectionalStream"
+PUT_METRIC_DATA_ACTION: Final = "cloudwatch:PutMetricData"
+DESCRIBE_ALARMS_ACTION: Final = "cloudwatch:DescribeAlarms"
 BEDROCK_STREAM_ACTION: Final = "bedrock:InvokeModelWithResponseStream"
 
 
@@ -128,10 +134,15 @@ def ecr_pull_statements(repository_arn: str) -> list[Statement]:
 
 
 def log_statements(scope: AwsScope, log_group: str) -> list[Statement]:
-    """Create and write one log group (`log_group` may end in a `*` suffix pattern)."""
+    """Create and write one log group (`log_group` may end in a `*` suffix pattern).
+
+    CloudWatch Logs evaluates most log-group actions (DescribeLogStreams among them) against the
+    `log-group:NAME:*` form of the ARN, which the API itself returns, and CreateLogGroup against the
+    bare one: the group statement names both.
+    """
     group_arn = scope.arn("logs", f"log-group:{log_group}")
     return [
-        allow("CreateLogGroup", LOG_GROUP_ACTIONS, [group_arn]),
+        allow("CreateLogGroup", LOG_GROUP_ACTIONS, [group_arn, f"{group_arn}:*"]),
         allow("WriteLogs", LOG_STREAM_ACTIONS, [f"{group_arn}:log-stream:*"]),
     ]
 
@@ -144,6 +155,11 @@ def sagemaker_log_group(endpoint_name: str) -> str:
     return f"/aws/sagemaker/Endpoints/{endpoint_name}"
 
 
+def alarm_arn(scope: AwsScope, alarm_name: str) -> str:
+    """The ARN of one CloudWatch alarm."""
+    return scope.arn("cloudwatch", f"alarm:{alarm_name}")
+
+
 def speech_execution_policy(
     scope: AwsScope,
     *,
@@ -151,8 +167,11 @@ def speech_execution_policy(
     weights_prefix: str,
     repository_arn: str,
     endpoint_name: str,
+    instance_metrics_namespace: str,
+    rollback_alarm_names: Sequence[str],
 ) -> PolicyDocument:
-    """The SageMaker execution role's permissions: weights (read-only, one prefix), image, logs."""
+    """The SageMaker execution role's permissions: weights (read-only, one prefix), image, logs, the
+    endpoint's instance metrics (under `instance_metrics_namespace` only) and its rollback alarms."""
     bucket_arn = f"arn:{scope.partition}:s3:::{bucket_name}"
     return document(
         allow("ReadWeights", ["s3:GetObject"], [f"{bucket_arn}/{weights_prefix}/*"]),
@@ -164,6 +183,16 @@ def speech_execution_policy(
         ),
         *ecr_pull_statements(repository_arn),
         *log_statements(scope, sagemaker_log_group(endpoint_name)),
+        # PutMetricData has no resource-level permissions (only "*"); the namespace condition is its scope.
+        allow(
+            "PublishInstanceMetrics",
+            [PUT_METRIC_DATA_ACTION],
+            [ANY_RESOURCE],
+            {"StringEquals": {"cloudwatch:namespace": instance_metrics_namespace}},
+        ),
+        allow(
+            "ReadRollbackAlarms", [DESCRIBE_ALARMS_ACTION], [alarm_arn(scope, name) for name in rollback_alarm_names]
+        ),
     )
 
 
@@ -176,7 +205,7 @@ def agentcore_log_group_pattern(runtime_name: str) -> str:
     The suffix is chosen by AWS when the runtime is created, after this role must already exist,
     hence the trailing wildcard.
     """
-    return f"/aws/bedrock-agentcore/runtimes/{runtime_name}-*"
+    return f"{runtime_log_group_prefix(runtime_name)}*"
 
 
 @dataclass(frozen=True)

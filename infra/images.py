@@ -9,6 +9,9 @@ Both are pushed with Docker v2 manifests (`registry` export, `oci_media_types=Fa
 `push=True`: that leaves the media type to BuildKit, whose default became OCI manifests (0.31), and
 SageMaker `CreateModel` rejects "application/vnd.oci.image.manifest.v1+json"
 (aws/amazon-sagemaker-feedback#180). AgentCore gets the same format, so one rule covers both.
+
+docker-build deletes the manifests it pushed when an Image is deleted; a stack that retains its
+storage keeps them (`retain`), or `pulumi destroy` would leave a kept repository with no image in it.
 """
 
 from __future__ import annotations
@@ -67,6 +70,8 @@ class ImagesArgs:
     speech_dockerfile: str
     agent_dockerfile: str
     torch_version: str
+    retain: bool
+    """Keep the pushed images in the repository when the Image resources are deleted (retained storage)."""
 
 
 class Images(pulumi.ComponentResource):
@@ -106,7 +111,7 @@ class Images(pulumi.ComponentResource):
                 registries=[registry],
                 # Previews stay fast: a GPU image with torch takes minutes to build.
                 build_on_preview=False,
-                opts=pulumi.ResourceOptions(parent=self),
+                opts=pulumi.ResourceOptions(parent=self, retain_on_delete=args.retain),
             )
 
         self.speech = image("speech", args.speech_dockerfile, SPEECH_PLATFORM, speech_labels(args.torch_version))

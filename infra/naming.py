@@ -23,6 +23,9 @@ RUNTIME_NAME_MAX: Final = 48
 ENDPOINT_NAME_PATTERN: Final = re.compile(r"[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}")
 ENDPOINT_NAME_MAX: Final = 63
 _DIGEST_CHARS: Final = 8
+RUNTIME_LOG_GROUP_ROOT: Final = "/aws/bedrock-agentcore/runtimes/"
+RUNTIME_ENDPOINT: Final = "DEFAULT"
+"""The runtime endpoint AgentCore creates with every runtime (its logs are under `<id>-DEFAULT`)."""
 
 
 def runtime_name(project: str, stack: str) -> str:
@@ -37,6 +40,17 @@ def runtime_name(project: str, stack: str) -> str:
 def memory_name(project: str, stack: str) -> str:
     """`<project>_<stack>_memory`: AgentCore Memory names follow the runtime name pattern."""
     return _agentcore_name(f"{project}_{stack}_memory")
+
+
+def runtime_log_group(runtime_id: str, endpoint: str = RUNTIME_ENDPOINT) -> str:
+    """The log group AgentCore writes a runtime endpoint's container output to (AgentCore picks the id)."""
+    return f"{RUNTIME_LOG_GROUP_ROOT}{runtime_id}-{endpoint}"
+
+
+def runtime_log_group_prefix(runtime_name: str) -> str:
+    """What every log group of the runtime named `runtime_name` starts with: AgentCore's runtime ids are
+    `<name>-<suffix>`, and a runtime name cannot contain `-`, so no other runtime's groups share it."""
+    return f"{RUNTIME_LOG_GROUP_ROOT}{runtime_name}-"
 
 
 def dashboard_name(project: str, stack: str) -> str:

@@ -19,7 +19,7 @@ import pulumi_aws as aws
 from infra import naming
 from infra.agent import AgentRuntime, AgentRuntimeArgs, invoke_command
 from infra.aws_context import AwsContext
-from infra.config import StackConfig, load_config
+from infra.config import CONFIG_KEYS, StackConfig, check_memory_of_stack, parse_config
 from infra.images import Images, ImagesArgs, torch_version
 from infra.metrics import dashboard_url, metrics_namespace
 from infra.monitoring import Alerts, AlertsArgs, Monitoring, MonitoringArgs
@@ -127,12 +127,10 @@ def default_tags(project: str, stack: str, extra: tuple[tuple[str, str], ...]) -
 def build(cfg: StackConfig, *, weights_dir: Path, torch: str, sources: SourceTree, cwd: Path) -> StackOutputs:
     """Declares every component of the stack; returns its outputs. Inputs are already validated."""
     project, stack = pulumi.get_project(), pulumi.get_stack()
-    # One explicit provider carries the default tags; every component (and so every child) uses it.
-    provider = aws.Provider(
-        "aws",
-        region=aws.config.region,
-        default_tags={"tags": default_tags(project, stack, cfg.tags)},
-    )
+    # One explicit provider carries the default tags; every component (and so every child) uses it. An explicit
+    # provider reads no `aws:` stack config by itself: region and profile are passed on.
+    tags = default_tags(project, stack, cfg.tags)
+    provider = aws.Provider("aws", region=aws.config.region, profile=aws.config.profile, default_tags={"tags": tags})
     tagged = pulumi.ResourceOptions(providers=[provider])
     aws_context = AwsContext.lookup(provider)
     namespace = metrics_namespace(project, stack)
@@ -159,6 +157,7 @@ def build(cfg: StackConfig, *, weights_dir: Path, torch: str, sources: SourceTre
             speech_dockerfile=sources.build_path(SPEECH_DOCKERFILE, cwd),
             agent_dockerfile=sources.build_path(AGENT_DOCKERFILE, cwd),
             torch_version=torch,
+            retain=cfg.retain_storage,
         ),
         tagged,
     )
@@ -198,9 +197,12 @@ def build(cfg: StackConfig, *, weights_dir: Path, torch: str, sources: SourceTre
             aws=aws_context,
             memory_name=naming.memory_name(project, stack),
             memory_event_expiry_days=cfg.memory_event_expiry_days,
+            memory_id=cfg.memory_id,
             retain_memory=cfg.retain_storage,
             metrics_namespace=namespace,
             log_retention_days=cfg.log_retention_days,
+            tags=tags,
+            aws_profile=aws.config.profile,
         ),
         tagged,
     )
@@ -242,6 +244,13 @@ def build(cfg: StackConfig, *, weights_dir: Path, torch: str, sources: SourceTre
     )
 
 
+def load_config() -> StackConfig:
+    """Reads the running program's configuration (the CLI has applied Pulumi.yaml's defaults)."""
+    project = pulumi.get_project()
+    config = pulumi.Config(project)
+    return parse_config({key: config.get(key) for key in CONFIG_KEYS}, namespace=project)
+
+
 def run(
     sources: SourceTree | None = None,
     *,
@@ -249,10 +258,10 @@ def run(
 ) -> StackOutputs:
     """The program: configuration and local inputs first (fail before any resource), then the graph."""
     cfg = load_config()
+    project = pulumi.get_project()
+    check_memory_of_stack(cfg.memory_id, naming.memory_name(project, pulumi.get_stack()), namespace=project)
     tree = sources if sources is not None else SourceTree.of_repository()
-    weights_dir = resolve_weights_dir(
-        cfg.weights_dir, download=download, config_key=f"{pulumi.get_project()}:weightsDir"
-    )
+    weights_dir = resolve_weights_dir(cfg.weights_dir, download=download, config_key=f"{project}:weightsDir")
     torch = tree.torch_version()
     outputs = build(cfg, weights_dir=weights_dir, torch=torch, sources=tree, cwd=Path.cwd())
     outputs.export()

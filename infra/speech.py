@@ -26,7 +26,14 @@ import pulumi_aws as aws
 from infra.aws_context import AwsContext
 from infra.config import AutoscalingConfig
 from infra.iam import sagemaker_log_group, sagemaker_trust_policy, speech_execution_policy
-from infra.metrics import ACTIVE_SESSIONS_METRIC, NAMESPACE_ENV, SPEECH_SERVICE, errors_alarm, filter_namespace
+from infra.metrics import (
+    ACTIVE_SESSIONS_METRIC,
+    NAMESPACE_ENV,
+    SAGEMAKER_INSTANCE_NAMESPACE,
+    SPEECH_SERVICE,
+    errors_alarm,
+    filter_namespace,
+)
 from infra.monitoring import metric_alarm
 from kokoro_server.settings import SAGEMAKER_MODEL_DIR, env_var
 
@@ -150,7 +157,15 @@ class SpeechEndpoint(pulumi.ComponentResource):
             opts=child,
         )
 
-        policy = pulumi.Output.all(args.aws.scope(), args.bucket_name, args.repository_arn).apply(
+        # Named from the endpoint's name (a plain string), so the endpoint's rollback can refer to it. Created
+        # before the role's policy, which lets SageMaker read it (deployment guardrails use the execution role).
+        self.errors_alarm = metric_alarm(
+            name, errors_alarm(args.endpoint_name, VARIANT_NAME), args.alarm_topic_arn, child
+        )
+
+        policy = pulumi.Output.all(
+            args.aws.scope(), args.bucket_name, args.repository_arn, self.errors_alarm.name
+        ).apply(
             lambda values: json.dumps(
                 speech_execution_policy(
                     values[0],
@@ -158,6 +173,8 @@ class SpeechEndpoint(pulumi.ComponentResource):
                     weights_prefix=args.weights_prefix,
                     repository_arn=values[2],
                     endpoint_name=args.endpoint_name,
+                    instance_metrics_namespace=SAGEMAKER_INSTANCE_NAMESPACE,
+                    rollback_alarm_names=[values[3]],
                 )
             )
         )
@@ -211,11 +228,6 @@ class SpeechEndpoint(pulumi.ComponentResource):
             retention_in_days=args.log_retention_days,
             opts=pulumi.ResourceOptions(parent=self, delete_before_replace=True),
         )
-        # Named from the endpoint's name (a plain string), so the endpoint's rollback can refer to it.
-        self.errors_alarm = metric_alarm(
-            name, errors_alarm(args.endpoint_name, VARIANT_NAME), args.alarm_topic_arn, child
-        )
-
         # The endpoint's name carries the instance type (infra/naming.py): a type change creates a new
         # endpoint before deleting the old one, so no delete_before_replace here.
         self.endpoint = aws.sagemaker.Endpoint(

@@ -19,7 +19,7 @@ Every registered resource (components included, the root stack excluded) is reco
 registration order as a `RecordedResource`: type token, logical name, URN, inputs as the engine
 receives them (camelCase keys, secrets unwrapped, assets as `pulumi.FileAsset`, numbers as floats),
 parent URN, dependency URNs, per-property dependency URNs, the retain-on-delete and
-delete-before-replace options, the provider reference, and the outputs the mock gave it. The
+delete-before-replace options, the provider reference, the outputs the mock gave it, and the import id. The
 program's explicit AWS provider (default tags) is recorded too, as `pulumi:providers:aws`.
 
 Invokes are answered for exactly the tokens in `OfflineAws.CALLS`; any other invoke, and any
@@ -45,10 +45,11 @@ from pathlib import Path
 from typing import Any, Final
 
 import pulumi
-import yaml  # type: ignore[import-untyped]
 from pulumi.runtime import mocks, rpc
 
 from infra import program
+from infra.config import config_values
+from infra.config import declared_config as config_declared_in
 from infra.weights import weight_files
 
 PROJECT: Final = "voicestack"
@@ -85,6 +86,8 @@ class RecordedResource:
     """The provider reference (`<provider URN>::<id>`); empty for components and default providers."""
     outputs: dict[str, Any] = field(default_factory=dict)
     """The state the mock gave the resource (physical names, ARNs), as the engine received it."""
+    import_id: str = ""
+    """The `import_` resource option: the id of an existing resource the engine adopts; empty: none."""
 
 
 @dataclass(frozen=True)
@@ -165,8 +168,9 @@ def _settle(loop: asyncio.AbstractEventLoop) -> None:
 
 def stack_config(config: Mapping[str, str]) -> dict[str, str]:
     """Pulumi.yaml's defaults, then `config` (bare keys in the project namespace), as the CLI merges them."""
-    merged = {f"{PROJECT}:{key}": _config_string(spec["default"]) for key, spec in declared_config().items()}
-    merged.update({(key if ":" in key else f"{PROJECT}:{key}"): value for key, value in config.items()})
+    namespaced = {(key if ":" in key else f"{PROJECT}:{key}"): value for key, value in config.items()}
+    merged = {f"{PROJECT}:{key}": value for key, value in config_values(PULUMI_YAML, PROJECT, namespaced).items()}
+    merged.update({key: value for key, value in namespaced.items() if not key.startswith(f"{PROJECT}:")})
     if merged.get(f"{PROJECT}:weightsDir", "") == "":
         merged[f"{PROJECT}:weightsDir"] = str(tiny_weights_dir())
     return merged
@@ -174,9 +178,7 @@ def stack_config(config: Mapping[str, str]) -> dict[str, str]:
 
 def declared_config() -> dict[str, dict[str, Any]]:
     """The `config:` block of Pulumi.yaml (key -> {type, default, description})."""
-    document = yaml.safe_load(PULUMI_YAML.read_text(encoding="utf-8"))
-    block: dict[str, dict[str, Any]] = document["config"]
-    return block
+    return config_declared_in(PULUMI_YAML)
 
 
 def speech_requirements_path() -> Path:
@@ -217,13 +219,6 @@ def _scratch() -> Path:
         atexit.register(directory.cleanup)
         _SCRATCH.append(directory)
     return Path(_SCRATCH[0].name)
-
-
-def _config_string(value: Any) -> str:
-    # The CLI hands every value to the program as a string; YAML booleans become "true"/"false".
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
 
 
 class RecordingMonitor(mocks.MockMonitor):
@@ -284,6 +279,7 @@ class RecordingMonitor(mocks.MockMonitor):
                     delete_before_replace=bool(request.deleteBeforeReplace),
                     provider=request.provider,
                     outputs=dict(outputs),
+                    import_id=request.importId,
                 )
             )
         return response
@@ -492,8 +488,18 @@ def _subscription(aws: OfflineAws, args: mocks.MockResourceArgs) -> tuple[str, d
 
 
 def _memory(aws: OfflineAws, args: mocks.MockResourceArgs) -> tuple[str, dict[str, Any]]:
-    memory_id = f"{args.inputs['name']}-{_suffix(args.name, 10)}"
+    # An imported memory keeps its id; a new one gets `<name>-<10 characters>` as AgentCore gives it.
+    memory_id = args.resource_id or f"{args.inputs['name']}-{_suffix(args.name, 10)}"
     return memory_id, {**args.inputs, "arn": aws.arn("bedrock-agentcore", f"memory/{memory_id}")}
+
+
+def _adopted_log_group(aws: OfflineAws, args: mocks.MockResourceArgs) -> tuple[str, dict[str, Any]]:
+    # The dynamic provider returns its inputs as outputs; the id is the group's name.
+    return str(args.inputs["name"]), dict(args.inputs)
+
+
+def _log_group_sweep(aws: OfflineAws, args: mocks.MockResourceArgs) -> tuple[str, dict[str, Any]]:
+    return str(args.inputs["prefix"]), dict(args.inputs)
 
 
 def _provider(aws: OfflineAws, args: mocks.MockResourceArgs) -> tuple[str, dict[str, Any]]:
@@ -525,4 +531,6 @@ _RESOURCES: Final[dict[str, Handler]] = {
     "aws:appautoscaling/target:Target": _scalable_target,
     "aws:appautoscaling/policy:Policy": _scaling_policy,
     "aws:bedrock/agentcoreAgentRuntime:AgentcoreAgentRuntime": _agent_runtime,
+    "pulumi-python:dynamic/voicestack:AdoptedLogGroup": _adopted_log_group,
+    "pulumi-python:dynamic/voicestack:LogGroupSweep": _log_group_sweep,
 }

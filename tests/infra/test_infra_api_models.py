@@ -6,12 +6,16 @@ types, enum values, lengths, ranges and patterns. Mutations prove that the check
 """
 
 import copy
+import dataclasses
 import json
 from typing import Any
 
+import pulumi_aws as aws
 import pytest
 
+from infra.config import MEMORY_EXPIRY_RANGE_DAYS, TIMEOUT_RANGE_S
 from tests.infra.aws_api import TRANSLATORS, ApiRequest, UntranslatedInput, requests_for, validate
+from tests.infra.provider_docs import documented_ranges, range_problems
 from tests.infra.pulumi_harness import ProgramRun, RecordedResource, run_program
 
 CONFIGS = {
@@ -64,6 +68,44 @@ def test_every_request_is_valid_for_its_api_model(run: ProgramRun) -> None:
         assert validate(request) == [], f"{request.source}: {request.operation}"
 
 
+def test_every_input_is_within_the_ranges_the_provider_documents(run: ProgramRun) -> None:
+    for resource in aws_resources(run):
+        assert range_problems(resource) == [], resource.urn
+
+
+def test_the_providers_ranges_are_read_from_the_installed_pulumi_aws() -> None:
+    assert documented_ranges(aws.bedrock.AgentcoreMemoryArgs) == {"event_expiry_duration": (7, 365)}
+    variant = documented_ranges(aws.sagemaker.EndpointConfigurationProductionVariantArgs)
+    assert variant["container_startup_health_check_timeout_in_seconds"] == (60, 3600)
+    assert variant["model_data_download_timeout_in_seconds"] == (60, 3600)
+    # A length rule ("between 1 and 255 characters in length") is not a numeric range.
+    assert documented_ranges(aws.appautoscaling.PolicyArgs) == {}
+
+
+def test_the_configuration_accepts_exactly_the_providers_ranges() -> None:
+    assert documented_ranges(aws.bedrock.AgentcoreMemoryArgs)["event_expiry_duration"] == MEMORY_EXPIRY_RANGE_DAYS
+    variant = documented_ranges(aws.sagemaker.EndpointConfigurationProductionVariantArgs)
+    assert variant["container_startup_health_check_timeout_in_seconds"] == TIMEOUT_RANGE_S
+    assert variant["model_data_download_timeout_in_seconds"] == TIMEOUT_RANGE_S
+
+
+def test_an_expiry_botocore_accepts_and_the_provider_refuses_fails(dev: ProgramRun) -> None:
+    [memory] = [r for r in dev.resources if r.type == "aws:bedrock/agentcoreMemory:AgentcoreMemory"]
+    short = dataclasses.replace(memory, inputs={**memory.inputs, "eventExpiryDuration": 5})
+    # CreateMemory's model allows 3..3650: only the provider's own rule sees the problem.
+    assert [validate(request) for request in requests_for(short, {})] == [[]]
+    assert range_problems(short) == [
+        "AgentcoreMemory.eventExpiryDuration: 5 outside 7..365 (AgentcoreMemoryArgs documents it)"
+    ]
+    [config] = [r for r in dev.resources if r.type == "aws:sagemaker/endpointConfiguration:EndpointConfiguration"]
+    variant = {**config.inputs["productionVariants"][0], "modelDataDownloadTimeoutInSeconds": 3601}
+    late = dataclasses.replace(config, inputs={**config.inputs, "productionVariants": [variant]})
+    assert range_problems(late) == [
+        "EndpointConfiguration.productionVariants[0].modelDataDownloadTimeoutInSeconds: 3601 outside 60..3600 "
+        "(EndpointConfigurationProductionVariantArgs documents it)"
+    ]
+
+
 def test_every_aws_resource_type_is_translated(run: ProgramRun) -> None:
     assert {r.type for r in aws_resources(run)} <= set(TRANSLATORS)
 
@@ -111,9 +153,10 @@ def test_every_taggable_request_carries_the_default_tags() -> None:
         tagged += 1
         as_dict = tags if isinstance(tags, dict) else {entry["Key"]: entry["Value"] for entry in tags}
         assert as_dict == expected, f"{request.source}: {request.operation}"
-    # Repository, 2 roles, model, endpoint config, endpoint, scalable target, runtime, memory, 2 log groups,
-    # topic, 7 alarms, and the bucket's PutBucketTagging (objects carry them in their Tagging header).
-    assert tagged == 20
+    # Repository, 2 roles, model, endpoint config, endpoint, scalable target, runtime, memory, the endpoint's log
+    # group, topic, 7 alarms, and the bucket's PutBucketTagging (objects carry them in their Tagging header). The
+    # runtime's log group gets them from AdoptedLogGroup (tests/infra/test_infra_runtime_logs.py).
+    assert tagged == 19
 
 
 def find_request(run: ProgramRun, operation: str) -> ApiRequest:

@@ -11,6 +11,7 @@ from infra.config import (
     AutoscalingConfig,
     ConfigError,
     StackConfig,
+    check_memory_of_stack,
     parse_config,
 )
 from tests.infra.pulumi_harness import RecordedResource, declared_config, record_program, stack_config
@@ -79,6 +80,7 @@ def test_defaults_parse_into_the_documented_stack() -> None:
         log_retention_days=30,
         alarm_email=None,
         memory_event_expiry_days=30,
+        memory_id=None,
         tags=(),
     )
 
@@ -101,6 +103,19 @@ def test_operations_keys_accept_their_documented_values() -> None:
     )
     assert config.tags == (("cost-center", "42"), ("team", "voice"))
     assert parse(tags="{}").tags == ()
+
+
+def test_a_kept_memory_id_is_read_and_checked_against_the_stacks_memory_name() -> None:
+    config = parse(memoryId="voicestack_dev_memory-AbCdE12345")
+    assert config.memory_id == "voicestack_dev_memory-AbCdE12345"
+    check_memory_of_stack(config.memory_id, "voicestack_dev_memory", namespace=NS)
+    check_memory_of_stack(None, "voicestack_dev_memory", namespace=NS)
+    with pytest.raises(ConfigError) as raised:
+        check_memory_of_stack("voicestack_dev_memory_x-AbCdE12345", "voicestack_dev_memory", namespace=NS)
+    assert str(raised.value) == (
+        "voicestack:memoryId must be the id of this stack's memory, voicestack_dev_memory-<10 letters or digits> "
+        "(got 'voicestack_dev_memory_x-AbCdE12345')"
+    )
 
 
 def test_empty_weights_dir_and_voice_mean_not_set() -> None:
@@ -244,7 +259,25 @@ MODEL = (
         (
             "memoryEventExpiryDays",
             "2",
-            "voicestack:memoryEventExpiryDays must be an integer from 3 to 365 (got '2')",
+            "voicestack:memoryEventExpiryDays must be an integer from 7 to 365 (got '2')",
+        ),
+        # CreateMemory's model accepts 3..3650; the provider refuses anything under 7 (tests/infra/provider_docs.py).
+        (
+            "memoryEventExpiryDays",
+            "6",
+            "voicestack:memoryEventExpiryDays must be an integer from 7 to 365 (got '6')",
+        ),
+        (
+            "memoryId",
+            "voicestack_dev_memory",
+            "voicestack:memoryId must be empty or an AgentCore Memory id, <memory name>-<10 letters or digits> "
+            "(got 'voicestack_dev_memory')",
+        ),
+        (
+            "memoryId",
+            "arn:aws:bedrock-agentcore:us-east-1:123456789012:memory/voicestack_dev_memory-AbCdE12345",
+            "voicestack:memoryId must be empty or an AgentCore Memory id, <memory name>-<10 letters or digits> "
+            "(got 'arn:aws:bedrock-agentcore:us-east-1:123456789012:memory/voicestack_dev_memory-AbCdE12345')",
         ),
         (
             "tags",

@@ -20,7 +20,8 @@ REPOSITORY = "arn:aws:ecr:eu-west-1:111122223333:repository/storage-images-abc"
 ENDPOINT = "arn:aws:sagemaker:eu-west-1:111122223333:endpoint/voicestack-dev-speech"
 MEMORY_ID = "voicestack_dev_memory-AbCdE12345"
 PREFIX = "hexgrad/Kokoro-82M/f3ff3571791e39611d31c381e3a41a3af07b4987"
-WILDCARD_SIDS = {"GetRegistryToken", "DescribeLogGroups"}
+ROLLBACK_ALARM = "speech-5xx-abc1234"
+WILDCARD_SIDS = {"GetRegistryToken", "DescribeLogGroups", "PublishInstanceMetrics"}
 """The statements whose actions have no resource-level permissions in AWS."""
 
 
@@ -31,6 +32,8 @@ def speech_policy() -> dict[str, Any]:
         weights_prefix=PREFIX,
         repository_arn=REPOSITORY,
         endpoint_name="voicestack-dev-speech",
+        instance_metrics_namespace="/aws/sagemaker/Endpoints",
+        rollback_alarm_names=[ROLLBACK_ALARM],
     )
 
 
@@ -52,6 +55,7 @@ def statement(document: dict[str, Any], sid: str) -> dict[str, Any]:
 
 
 def test_speech_execution_policy_reads_only_the_weight_prefix_pulls_and_logs() -> None:
+    group = "arn:aws:logs:eu-west-1:111122223333:log-group:/aws/sagemaker/Endpoints/voicestack-dev-speech"
     assert speech_policy() == {
         "Version": "2012-10-17",
         "Statement": [
@@ -79,18 +83,29 @@ def test_speech_execution_policy_reads_only_the_weight_prefix_pulls_and_logs() -
                 "Sid": "CreateLogGroup",
                 "Effect": "Allow",
                 "Action": ["logs:CreateLogGroup", "logs:DescribeLogStreams"],
-                "Resource": [
-                    "arn:aws:logs:eu-west-1:111122223333:log-group:/aws/sagemaker/Endpoints/voicestack-dev-speech"
-                ],
+                # CloudWatch Logs checks most actions (DescribeLogStreams among them) against NAME:*.
+                "Resource": [group, f"{group}:*"],
             },
             {
                 "Sid": "WriteLogs",
                 "Effect": "Allow",
                 "Action": ["logs:CreateLogStream", "logs:PutLogEvents"],
-                "Resource": [
-                    "arn:aws:logs:eu-west-1:111122223333:log-group:/aws/sagemaker/Endpoints/voicestack-dev-speech"
-                    ":log-stream:*"
-                ],
+                "Resource": [f"{group}:log-stream:*"],
+            },
+            {
+                # The endpoint's instance metrics (MemoryUtilization, GPUMemoryUtilization), and nothing else.
+                "Sid": "PublishInstanceMetrics",
+                "Effect": "Allow",
+                "Action": ["cloudwatch:PutMetricData"],
+                "Resource": ["*"],
+                "Condition": {"StringEquals": {"cloudwatch:namespace": "/aws/sagemaker/Endpoints"}},
+            },
+            {
+                # Blue/green auto-rollback reads its alarm with the execution role.
+                "Sid": "ReadRollbackAlarms",
+                "Effect": "Allow",
+                "Action": ["cloudwatch:DescribeAlarms"],
+                "Resource": [f"arn:aws:cloudwatch:eu-west-1:111122223333:alarm:{ROLLBACK_ALARM}"],
             },
         ],
     }
@@ -151,6 +166,13 @@ def test_agent_policy_uses_exactly_its_own_memory_with_what_the_session_manager_
     }
 
 
+def test_agent_log_groups_include_the_colon_star_form_by_their_pattern() -> None:
+    assert statement(agent_policy(), "CreateLogGroup")["Resource"] == [
+        "arn:aws:logs:eu-west-1:111122223333:log-group:/aws/bedrock-agentcore/runtimes/voicestack_dev_agent-*",
+        "arn:aws:logs:eu-west-1:111122223333:log-group:/aws/bedrock-agentcore/runtimes/voicestack_dev_agent-*:*",
+    ]
+
+
 def test_agent_policy_grants_no_traces_and_no_metric_api() -> None:
     # The containers print EMF lines on stdout and send no traces: nothing may call X-Ray or PutMetricData.
     actions = [action for entry in agent_policy()["Statement"] for action in entry["Action"]]
@@ -207,7 +229,7 @@ def test_partition_reaches_every_arn() -> None:
         memory_id="m-1",
     )
     arns = [arn for entry in document["Statement"] for arn in entry["Resource"] if arn != "*"]
-    assert len(arns) == 6, arns
+    assert len(arns) == 7, arns
     assert all(arn.startswith("arn:aws-cn:") for arn in arns), arns
 
 

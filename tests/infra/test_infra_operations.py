@@ -6,12 +6,15 @@ from typing import Any
 
 import pytest
 
+from infra.config import ConfigError
 from infra.metrics import AGENT_METRICS, NAMESPACE_ENV, SPEECH_METRICS, filter_namespace
 from speech_protocol import emf
 from speech_protocol.emf import Metric, emf_record
 from tests.infra.pulumi_harness import ProgramRun, RecordedResource, run_program
 
 LOG_GROUP = "aws:cloudwatch/logGroup:LogGroup"
+ADOPTED_LOG_GROUP = "pulumi-python:dynamic/voicestack:AdoptedLogGroup"
+LOG_GROUP_SWEEP = "pulumi-python:dynamic/voicestack:LogGroupSweep"
 ALARM = "aws:cloudwatch/metricAlarm:MetricAlarm"
 FILTER = "aws:cloudwatch/logMetricFilter:LogMetricFilter"
 MEMORY = "aws:bedrock/agentcoreMemory:AgentcoreMemory"
@@ -50,10 +53,10 @@ def of_type(run: ProgramRun, type_: str) -> list[RecordedResource]:
 
 def test_named_replaceable_resources_free_their_name_before_a_replacement(dev: ProgramRun) -> None:
     named = {r.name for r in dev.resources if r.type.startswith("aws:") and any(k in r.inputs for k in NAME_INPUTS)}
+    # The runtime's log group is not among them: AgentCore names and creates it (AdoptedLogGroup takes it over).
     assert named == {
         "agent-memory",
         "agent-runtime",
-        "agent-logs",
         "speech-logs",
         "speech-endpoint",
         "monitoring-dashboard",
@@ -95,12 +98,13 @@ def test_every_aws_resource_uses_the_provider_with_the_default_tags(ops: Program
 
 def test_log_groups_are_the_ones_the_services_write_with_the_configured_retention(ops: ProgramRun) -> None:
     speech = find(ops, LOG_GROUP, "speech-logs")
-    agent = find(ops, LOG_GROUP, "agent-logs")
+    agent = find(ops, ADOPTED_LOG_GROUP, "agent-logs")
     runtime = find(ops, RUNTIME, "agent-runtime")
     endpoint = find(ops, ENDPOINT, "speech-endpoint")
     assert speech.inputs == {"name": "/aws/sagemaker/Endpoints/voicestack-dev-speech-g5-xlarge", "retentionInDays": 90}
     assert agent.inputs["name"] == f"/aws/bedrock-agentcore/runtimes/{runtime.outputs['agentRuntimeId']}-DEFAULT"
     assert agent.inputs["retentionInDays"] == 90, agent.urn
+    assert agent.inputs["tags"] == {"project": "voicestack", "stack": "dev", "team": "voice"}, agent.urn
     # SageMaker would create its group (kept forever) as soon as the container starts: ours must exist first.
     assert speech.urn in endpoint.dependencies, endpoint.urn
     assert agent.property_dependencies["name"] == (runtime.urn,), agent.urn
@@ -108,10 +112,54 @@ def test_log_groups_are_the_ones_the_services_write_with_the_configured_retentio
     assert (speech.retain_on_delete, agent.retain_on_delete) == (False, False)
 
 
+# --- the runtime's log group (infra/runtime_logs.py) ------------------------------------------------
+
+
+def test_the_runtime_log_group_is_taken_over_not_declared_as_a_log_group(dev: ProgramRun) -> None:
+    # A plain LogGroup of that name fails the first `pulumi up` (AgentCore created it with the runtime).
+    groups = [r.inputs.get("name", "") for r in dev.resources if r.type == "aws:cloudwatch/logGroup:LogGroup"]
+    assert [name for name in groups if name.startswith("/aws/bedrock-agentcore/")] == []
+    adopted = find(dev, ADOPTED_LOG_GROUP, "agent-logs")
+    runtime = find(dev, RUNTIME, "agent-runtime")
+    assert {key: value for key, value in adopted.inputs.items() if key != "__provider"} == {
+        "name": f"/aws/bedrock-agentcore/runtimes/{runtime.outputs['agentRuntimeId']}-DEFAULT",
+        "retentionInDays": 30,
+        "tags": {"project": "voicestack", "stack": "dev"},
+        "region": "us-east-1",
+    }, adopted.urn
+
+
+def test_destroy_deletes_the_group_then_the_runtime_then_sweeps_what_it_left(dev: ProgramRun) -> None:
+    adopted = find(dev, ADOPTED_LOG_GROUP, "agent-logs")
+    sweep = find(dev, LOG_GROUP_SWEEP, "agent-log-sweep")
+    runtime = find(dev, RUNTIME, "agent-runtime")
+    # Pulumi deletes dependents first: the adopted group (it depends on the runtime) goes before the runtime,
+    # the sweep (the runtime depends on it) after it.
+    assert adopted.property_dependencies["name"] == (runtime.urn,), adopted.urn
+    assert sweep.urn in runtime.dependencies, runtime.urn
+    assert sweep.dependencies == (), sweep.urn
+    assert sweep.inputs["prefix"] == "/aws/bedrock-agentcore/runtimes/voicestack_dev_agent-", sweep.urn
+    assert adopted.inputs["name"].startswith(sweep.inputs["prefix"]), adopted.urn
+    # The runtime role writes exactly the groups the sweep removes.
+    policy = find(dev, "aws:iam/rolePolicy:RolePolicy", "agent-role-policy")
+    [writes] = [s for s in json.loads(policy.inputs["policy"])["Statement"] if s["Sid"] == "WriteLogs"]
+    assert writes["Resource"] == [
+        f"arn:aws:logs:us-east-1:123456789012:log-group:{sweep.inputs['prefix']}*:log-stream:*"
+    ], policy.urn
+
+
+def test_the_log_group_and_the_sweep_follow_the_stacks_profile() -> None:
+    run = run_program({"aws:profile": "deployer"})
+    assert find(run, ADOPTED_LOG_GROUP, "agent-logs").inputs["profile"] == "deployer"
+    assert find(run, LOG_GROUP_SWEEP, "agent-log-sweep").inputs["profile"] == "deployer"
+    [provider] = of_type(run, "pulumi:providers:aws")
+    assert provider.inputs["profile"] == "deployer", provider.urn
+
+
 def test_metric_filters_publish_every_container_metric_to_the_filter_namespace(dev: ProgramRun) -> None:
     filters = of_type(dev, FILTER)
     speech_group = find(dev, LOG_GROUP, "speech-logs")
-    agent_group = find(dev, LOG_GROUP, "agent-logs")
+    agent_group = find(dev, ADOPTED_LOG_GROUP, "agent-logs")
     by_name = {f.name: f for f in filters}
     assert len(filters) == len(SPEECH_METRICS) + len(AGENT_METRICS) == 9
     for metric in (*SPEECH_METRICS, *AGENT_METRICS):
@@ -228,6 +276,43 @@ def test_the_memory_is_the_one_the_runtime_and_its_role_use(dev: ProgramRun, ops
     [statement] = [s for s in json.loads(policy.inputs["policy"])["Statement"] if s["Sid"] == "UseConversationMemory"]
     assert statement["Resource"] == [f"arn:aws:bedrock-agentcore:us-east-1:123456789012:memory/{memory_id}"]
     assert (memory.retain_on_delete, find(ops, MEMORY, "agent-memory").retain_on_delete) == (False, True)
+
+
+KEPT_MEMORY = "voicestack_dev_memory-AbCdE12345"
+
+
+def test_a_stack_that_kept_its_memory_adopts_it_on_the_next_deploy() -> None:
+    """After `pulumi destroy` with retainStorage, the memory (a fixed name AgentCore will not create twice) is
+    still in the account: the next `pulumi up` imports it instead of creating a second one, so the runtime
+    reads the same conversation history and its role may use that memory and no other."""
+    run = run_program({"retainStorage": "true", "memoryId": KEPT_MEMORY})
+    memory = find(run, MEMORY, "agent-memory")
+    assert memory.import_id == KEPT_MEMORY, memory.urn
+    # The same name: the provider replaces a memory whose name changes, which would delete the history.
+    assert memory.inputs["name"] == "voicestack_dev_memory", memory.urn
+    assert (memory.retain_on_delete, memory.delete_before_replace) == (True, True), memory.urn
+    assert run.outputs["memoryId"] == KEPT_MEMORY
+    runtime = find(run, RUNTIME, "agent-runtime")
+    assert runtime.inputs["environmentVariables"]["AGENTCORE_MEMORY_ID"] == KEPT_MEMORY, runtime.urn
+    policy = find(run, "aws:iam/rolePolicy:RolePolicy", "agent-role-policy")
+    [statement] = [s for s in json.loads(policy.inputs["policy"])["Statement"] if s["Sid"] == "UseConversationMemory"]
+    assert statement["Resource"] == [f"arn:aws:bedrock-agentcore:us-east-1:123456789012:memory/{KEPT_MEMORY}"]
+
+
+def test_without_a_kept_memory_the_stack_creates_one(dev: ProgramRun) -> None:
+    memory = find(dev, MEMORY, "agent-memory")
+    assert memory.import_id == "", memory.urn
+    assert dev.outputs["memoryId"] != KEPT_MEMORY
+
+
+def test_only_this_stacks_memory_can_be_adopted() -> None:
+    # Another stack's memory has another name: adopting it would replace (delete) it.
+    with pytest.raises(ConfigError) as raised:
+        run_program({"memoryId": "voicestack_prod_memory-AbCdE12345"})
+    assert str(raised.value) == (
+        "voicestack:memoryId must be the id of this stack's memory, voicestack_dev_memory-<10 letters or digits> "
+        "(got 'voicestack_prod_memory-AbCdE12345')"
+    )
 
 
 def test_session_autoscaling_tracks_the_servers_own_gauge() -> None:

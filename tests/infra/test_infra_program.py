@@ -38,6 +38,8 @@ ROLE_POLICY = "aws:iam/rolePolicy:RolePolicy"
 LOG_GROUP = "aws:cloudwatch/logGroup:LogGroup"
 ALARM = "aws:cloudwatch/metricAlarm:MetricAlarm"
 FILTER = "aws:cloudwatch/logMetricFilter:LogMetricFilter"
+ADOPTED_LOG_GROUP = "pulumi-python:dynamic/voicestack:AdoptedLogGroup"
+LOG_GROUP_SWEEP = "pulumi-python:dynamic/voicestack:LogGroupSweep"
 SPEECH_METRIC_NAMES = ("TimeToFirstAudio", "SynthesisRTF", "Cancels", "Errors", "ActiveSessions", "QueuedRequests")
 DEV_ENDPOINT = "voicestack-dev-speech-g5-xlarge"
 SCALING = {
@@ -82,7 +84,8 @@ EXPECTED = {
     (LOG_GROUP, "speech-logs"),
     (ALARM, "speech-5xx"),
     ("aws:bedrock/agentcoreMemory:AgentcoreMemory", "agent-memory"),
-    (LOG_GROUP, "agent-logs"),
+    (ADOPTED_LOG_GROUP, "agent-logs"),
+    (LOG_GROUP_SWEEP, "agent-log-sweep"),
     ("voicestack:index:Monitoring", "monitoring"),
     *((FILTER, f"monitoring-speech-{name}") for name in SPEECH_METRIC_NAMES),
     *((FILTER, f"monitoring-agent-{name}") for name in ("TimeToFirstText", "TimeToFirstAudio", "Invocations")),
@@ -325,6 +328,22 @@ def test_the_speech_role_reads_only_its_prefix(dev: ProgramRun) -> None:
     assert policy.urn in model.dependencies, model.urn
 
 
+def test_the_speech_role_may_read_its_rollback_alarm_and_publish_instance_metrics(dev: ProgramRun) -> None:
+    policy = find(dev.resources, ROLE_POLICY, "speech-role-policy")
+    alarm = find(dev.resources, ALARM, "speech-5xx")
+    statements = {entry["Sid"]: entry for entry in json.loads(policy.inputs["policy"])["Statement"]}
+    assert statements["ReadRollbackAlarms"]["Resource"] == [
+        f"arn:aws:cloudwatch:us-east-1:{ACCOUNT_ID}:alarm:{alarm.outputs['name']}"
+    ], policy.urn
+    assert alarm.urn in policy.property_dependencies["policy"], policy.urn
+    assert statements["PublishInstanceMetrics"]["Condition"] == {
+        "StringEquals": {"cloudwatch:namespace": "/aws/sagemaker/Endpoints"}
+    }, policy.urn
+    # The alarms on those metrics read the same namespace.
+    memory_alarm = find(dev.resources, ALARM, "monitoring-memory")
+    assert memory_alarm.inputs["namespace"] == "/aws/sagemaker/Endpoints", memory_alarm.urn
+
+
 @pytest.mark.parametrize(("run", "retained"), [("dev", False), ("production", True)])
 def test_retain_storage_flips_force_destroy_and_force_delete(
     run: str, retained: bool, request: pytest.FixtureRequest
@@ -336,14 +355,27 @@ def test_retain_storage_flips_force_destroy_and_force_delete(
     assert repository.inputs["forceDelete"] is (not retained), repository.urn
     memory = find(resources, "aws:bedrock/agentcoreMemory:AgentcoreMemory", "agent-memory")
     kept = [
-        r for r in resources if r.parent.endswith(("$voicestack:index:Storage::storage", "WeightCache::weights"))
+        r
+        for r in resources
+        if r.parent.endswith(("$voicestack:index:Storage::storage", "WeightCache::weights", "Images::images"))
     ] + [memory]
-    assert len(kept) == 13
+    # Repository, its lifecycle rule, bucket and its 3 settings, 6 weight objects, 2 images, the memory.
+    assert len(kept) == 15
     for resource in kept:
         assert resource.retain_on_delete is retained, resource.urn
     for resource in resources:
         if resource not in kept:
             assert resource.retain_on_delete is False, resource.urn
+
+
+@pytest.mark.parametrize(("run", "retained"), [("dev", False), ("production", True)])
+def test_retained_storage_keeps_the_pushed_images(run: str, retained: bool, request: pytest.FixtureRequest) -> None:
+    # docker-build deletes every manifest it pushed when an Image is deleted: a retained repository would be
+    # left with no image in it.
+    resources: list[RecordedResource] = request.getfixturevalue(run).resources
+    for name in ("images-speech", "images-agent"):
+        image = find(resources, IMAGE, name)
+        assert image.retain_on_delete is retained, image.urn
 
 
 def test_storage_is_private_encrypted_and_scanned(dev: ProgramRun) -> None:
