@@ -496,7 +496,7 @@ async def test_ws_bad_messages_get_an_error_and_the_connection_goes_on(serve_asg
         "'stop' takes no other field",
     ]
     assert errors[4]["message"] == "'prompt' is empty"
-    assert errors[5]["message"] == "unknown field(s) colour; allowed: prompt, mode, voice, speed"
+    assert errors[5]["message"] == "unknown field(s) 'colour'; allowed: prompt, mode, voice, speed"
     assert errors[6]["message"] == "binary frames are not accepted"
     assert answer[-1] == {"type": "agent_end", "turn": 1}
     assert len(models.made) == 1
