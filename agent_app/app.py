@@ -39,7 +39,7 @@ from strands.types.exceptions import SessionException
 
 from agent_app import events
 from agent_app.config import AgentConfig
-from agent_app.events import AgentErrorCode, AgentEvent
+from agent_app.events import AgentErrorCode, AgentEvent, ErrorEvent
 from agent_app.hangup import HangupMiddleware, current_hangup, on_hangup_threadsafe
 from agent_app.http_guard import InvocationGuard, Refused, bad_request
 from agent_app.invocation import BadRequest, InvocationRequest, parse_invocation
@@ -58,7 +58,7 @@ from agent_app.models import ModelChoice, build_agent, build_model
 from agent_app.pipeline import CALLER_GONE_AFTER_S, Invocation, Outcome, PipelineSettings
 from agent_app.speech.factory import build_transport
 from agent_app.speech.transport import SpeechTransport
-from agent_app.ws_route import conversation_handler
+from agent_app.ws_route import ConversationSocket, Turn
 
 logger = logging.getLogger(__name__)
 
@@ -190,9 +190,10 @@ def create_app(config: AgentConfig, dependencies: AppDependencies | None = None)
     app.add_middleware(InvocationGuard, check=service.check)  # added last: the outermost, before the SDK
     app.add_exception_handler(HTTPException, _route_error)
 
-    async def start(payload: object, session_id: str | None) -> JSONResponse | AsyncIterator[AgentEvent]:
+    # The SDK passes the request context only to an entrypoint whose second parameter is named `context`.
+    async def invoke(payload: object, context: RequestContext) -> JSONResponse | AsyncIterator[AgentEvent]:
         try:
-            invocation = await service.start(payload, session_id)
+            invocation = await service.start(payload, context.session_id)
         except Refused as refused:
             return JSONResponse(dict(refused.event), status_code=refused.status_code)
         hangup = current_hangup.get()
@@ -200,15 +201,14 @@ def create_app(config: AgentConfig, dependencies: AppDependencies | None = None)
             hangup.subscribe(on_hangup_threadsafe(asyncio.get_running_loop(), invocation.hang_up))
         return invocation.events()
 
-    # The SDK passes the request context only to an entrypoint whose second parameter is named `context`.
-    async def invoke(payload: object, context: RequestContext) -> JSONResponse | AsyncIterator[AgentEvent]:
-        return await start(payload, context.session_id)
-
     async def conversation(websocket: WebSocket, context: RequestContext) -> None:
-        async def invoke_turn(payload: object) -> JSONResponse | AsyncIterator[AgentEvent]:
-            return await start(payload, context.session_id)
+        async def invoke_turn(payload: object) -> Turn | ErrorEvent:
+            try:
+                return await service.start(payload, context.session_id)
+            except Refused as refused:
+                return refused.event
 
-        await conversation_handler(invoke_turn)(websocket, context)
+        await ConversationSocket(websocket, invoke_turn).run()
 
     app.entrypoint(invoke)
     app.websocket(conversation)

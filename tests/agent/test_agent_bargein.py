@@ -480,6 +480,13 @@ async def test_ws_bad_messages_get_an_error_and_the_connection_goes_on(serve_asg
         '{"type": "prompt", "prompt": ""}',
         '{"type": "prompt", "prompt": "hi", "colour": "red"}',
         b'{"type": "stop"}',
+        # Each of these once ended the connection with 1011 or would reach the model (issue #29).
+        '{"type": "prompt", "prompt": "hi", "\\ud800": 1}',
+        '{"type": "prompt", "prompt": "hi \\ud800"}',
+        "[" * 5_000 + "]" * 5_000,
+        '{"type": "prompt", "prompt": "hi", "mode": ' + "9" * 5_000 + "}",
+        '{"type": "prompt", "prompt": "hi", "speed": NaN}',
+        json.dumps({"type": "prompt", "prompt": "x" * 70_000}),
     ]
     async with connect(ws_agent(serve_asgi, speech, models)) as socket:
         errors = []
@@ -490,6 +497,7 @@ async def test_ws_bad_messages_get_an_error_and_the_connection_goes_on(serve_asg
         answer = await receive_until(socket, is_end)
     assert [e["type"] for e in errors] == ["error"] * len(bad)
     assert {e["code"] for e in errors} == {"bad_request"}
+    assert errors[0]["message"] == "the message is not valid JSON: Expecting value: line 1 column 1 (char 0)"
     assert [e["message"] for e in errors[1:4]] == [
         "the message must be a JSON object, got list",
         "unknown message type 'shout'; allowed: prompt, stop",
@@ -497,6 +505,14 @@ async def test_ws_bad_messages_get_an_error_and_the_connection_goes_on(serve_asg
     ]
     assert errors[4]["message"] == "'prompt' is empty"
     assert errors[5]["message"] == "unknown field(s) 'colour'; allowed: prompt, mode, voice, speed"
-    assert errors[6]["message"] == "binary frames are not accepted"
+    assert errors[6]["message"] == "binary frames are not accepted; send JSON in text frames"
+    assert [e["message"] for e in errors[7:]] == [
+        "unknown field(s) '\\ud800'; allowed: prompt, mode, voice, speed",
+        "'prompt' contains a lone UTF-16 surrogate (U+D800) at character 3; it has no UTF-8 form",
+        "the message is not valid JSON: nested too deeply",
+        "the message is not valid JSON: an integer of 5,000 digits",
+        "the message is not valid JSON: NaN is not valid JSON",
+        "the message is over the limit of 65536 bytes",
+    ]
     assert answer[-1] == {"type": "agent_end", "turn": 1}
     assert len(models.made) == 1

@@ -26,6 +26,7 @@ from agent_app.frames import (
     text_pieces,
     utf8_safe,
 )
+from agent_app.ws_route import encode_frame
 
 WORST_INT = 2**64
 """A `seq` or `turn` no connection reaches: 20 digits."""
@@ -36,7 +37,7 @@ WORST_CHAR = "\x01"
 def frame_bytes(event: object) -> int:
     """The size of the frame `WS /ws` sends for `event` (with the biggest turn)."""
     assert isinstance(event, dict)
-    return len(json.dumps({**event, "turn": WORST_INT}, ensure_ascii=False).encode("utf-8"))
+    return len(encode_frame({**event, "turn": WORST_INT}).encode("utf-8"))
 
 
 def test_our_bound_is_well_under_agentcores_limit() -> None:
@@ -118,6 +119,19 @@ def test_lone_surrogates_never_reach_a_frame() -> None:
     assert events.error(AgentErrorCode.MODEL_ERROR, "x\udc80")["message"] == "x\ufffd"
     assert events.words([("\ud83d", 0.0, 0.1)], offset_s=0)[0]["words"][0]["word"] == "\ufffd"
     assert events.agent_start("stream", "m\ud800", demo=False)["model"] == "m\ufffd"
+
+
+def test_the_frame_encoder_sends_a_builders_slip_as_an_escape_and_a_giant_as_an_internal_error() -> None:
+    assert encode_frame({"type": "text_delta", "text": "a\ud800", "turn": 1}) == (
+        '{"type": "text_delta", "text": "a\\ud800", "turn": 1}'
+    )
+    giant = {"type": "audio_chunk", "seq": 3, "audio": "A" * MAX_EVENT_BYTES, "turn": 4}
+    assert json.loads(encode_frame(giant)) == {
+        "type": "error",
+        "code": "internal_error",
+        "message": "internal error: an event too large for one frame",
+        "turn": 4,
+    }
 
 
 @given(st.binary(max_size=60_000).map(lambda b: b[: len(b) // 2 * 2]), st.sampled_from([2, 960, 12_000, 24_000]))
