@@ -58,7 +58,7 @@ from agent_app.models import ModelChoice, build_agent, build_model
 from agent_app.pipeline import CALLER_GONE_AFTER_S, Invocation, Outcome, PipelineSettings
 from agent_app.speech.factory import build_transport
 from agent_app.speech.transport import SpeechTransport
-from agent_app.ws_route import ConversationSocket, Turn
+from agent_app.ws_route import ConversationSocket, RunningTurns, Turn
 
 logger = logging.getLogger(__name__)
 
@@ -189,6 +189,7 @@ def create_app(config: AgentConfig, dependencies: AppDependencies | None = None)
     app.add_middleware(HangupMiddleware)
     app.add_middleware(InvocationGuard, check=service.check)  # added last: the outermost, before the SDK
     app.add_exception_handler(HTTPException, _route_error)
+    running_turns = RunningTurns()
 
     # The SDK passes the request context only to an entrypoint whose second parameter is named `context`.
     async def invoke(payload: object, context: RequestContext) -> JSONResponse | AsyncIterator[AgentEvent]:
@@ -208,7 +209,8 @@ def create_app(config: AgentConfig, dependencies: AppDependencies | None = None)
             except Refused as refused:
                 return refused.event
 
-        await ConversationSocket(websocket, invoke_turn).run()
+        session_id = context.session_id if context.session_id and context.session_id.strip() else None
+        await ConversationSocket(websocket, invoke_turn, session_id=session_id, running_turns=running_turns).run()
 
     app.entrypoint(invoke)
     app.websocket(conversation)

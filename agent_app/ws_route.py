@@ -21,6 +21,10 @@ AgentCore's frame limits (`agent_app.frames`): every event fits one frame, and `
 the connection under AgentCore's frame rate; a turn's events that wait for their turn are merged
 meanwhile in its outbox, so the pacing costs no audio.
 
+One conversation, one running turn: a prompt on a session whose turn runs on *another* connection
+stops that turn first (`RunningTurns`), as a barge-in: the caller reconnected after its socket
+dropped (the old socket may not have noticed yet), and must not wait for a turn nobody reads.
+
 One task reads the socket; the running turn's task forwards its events; every send goes through
 one lock, so frames never interleave. Stopping a turn cancels its task, which closes the
 invocation's event generator: `Invocation` then cancels the model and the speech requests.
@@ -52,6 +56,8 @@ WS_MAX_MESSAGE_BYTES: Final = 1024 * 1024
 """uvicorn's `ws_max_size` for the agent: a bigger message closes the connection (1009) before it is
 read; from `MAX_REQUEST_BYTES` up to this, it gets an `error` event. AgentCore's front door refuses
 frames over 32 KB itself."""
+ANNOUNCE_TIMEOUT_S: Final = 1.0
+"""Longest wait to tell a superseded connection that its turn stopped (it may be dead)."""
 
 
 @runtime_checkable
@@ -114,12 +120,37 @@ def encode_frame(message: Mapping[str, object]) -> str:
     return text
 
 
+class RunningTurns:
+    """Which connection runs each conversation's turn; one per app (a session's calls reach one process)."""
+
+    def __init__(self) -> None:
+        self._owners: dict[str, ConversationSocket] = {}
+
+    async def take(self, session_id: str, socket: ConversationSocket) -> None:
+        """`socket` runs the session's next turn: a turn running on another connection stops first."""
+        previous = self._owners.get(session_id)
+        self._owners[session_id] = socket
+        if previous is not None and previous is not socket:
+            await previous.stop_turn_for_another_connection()
+
+    def owns(self, session_id: str, socket: ConversationSocket) -> bool:
+        return self._owners.get(session_id) is socket
+
+    def leave(self, session_id: str, socket: ConversationSocket) -> None:
+        if self._owners.get(session_id) is socket:
+            del self._owners[session_id]
+
+
 class ConversationSocket:
     """Serves one WebSocket connection until the caller closes it."""
 
-    def __init__(self, websocket: WebSocket, invoke: Invoke) -> None:
+    def __init__(
+        self, websocket: WebSocket, invoke: Invoke, *, session_id: str | None, running_turns: RunningTurns
+    ) -> None:
         self._ws = websocket
         self._invoke = invoke
+        self._session_id = session_id
+        self._running_turns = running_turns
         self._send_lock = asyncio.Lock()
         self._pacer = FramePacer(asyncio.get_running_loop().time)
         self._turn = 0
@@ -143,6 +174,17 @@ class ConversationSocket:
         finally:
             # A caller who leaves mid-answer is a barge-in too.
             await self._stop_turn(announce=False)
+            if self._session_id is not None:
+                self._running_turns.leave(self._session_id, self)
+
+    async def stop_turn_for_another_connection(self) -> None:
+        """Another connection of this conversation asked a question: stop this one's running turn."""
+        if not await self._stop_turn(announce=False):
+            return
+        # Telling a socket that may be dead could hang: the new question does not wait for it.
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(ANNOUNCE_TIMEOUT_S):
+                await self._send({"type": "turn_stopped", "turn": self._turn})
 
     async def _control(self, message: Message) -> Prompt | Stop | None:
         """The caller's message as a control, or None when it was refused with an `error` event."""
@@ -157,11 +199,18 @@ class ConversationSocket:
             return None
 
     async def _start_turn(self, payload: dict[str, Any]) -> None:
+        if self._session_id is not None:
+            await self._running_turns.take(self._session_id, self)
         result = await self._invoke(payload)
         if not isinstance(result, Turn):
             await self._send(result)
             return
         self._turn += 1
+        if self._session_id is not None and not self._running_turns.owns(self._session_id, self):
+            # Another connection asked while this turn was being set up: it never starts.
+            result.hang_up()
+            await self._send({"type": "turn_stopped", "turn": self._turn})
+            return
         self._running = asyncio.create_task(self._forward(self._turn, result), name=f"ws-turn-{self._turn}")
 
     async def _forward(self, turn: int, invocation: Turn) -> None:
