@@ -154,7 +154,8 @@ class ConversationSocket:
         self._send_lock = asyncio.Lock()
         self._pacer = FramePacer(asyncio.get_running_loop().time)
         self._turn = 0
-        self._running: asyncio.Task[None] | None = None
+        self._running: tuple[asyncio.Task[None], Turn] | None = None
+        """The running turn's forwarding task and its invocation."""
 
     async def run(self) -> None:
         await self._ws.accept()
@@ -211,7 +212,8 @@ class ConversationSocket:
             result.hang_up()
             await self._send({"type": "turn_stopped", "turn": self._turn})
             return
-        self._running = asyncio.create_task(self._forward(self._turn, result), name=f"ws-turn-{self._turn}")
+        task = asyncio.create_task(self._forward(self._turn, result), name=f"ws-turn-{self._turn}")
+        self._running = task, result
 
     async def _forward(self, turn: int, invocation: Turn) -> None:
         stream = invocation.events()
@@ -225,17 +227,18 @@ class ConversationSocket:
                 # Cancelled while sending, the generator sits at a `yield`: close it so the
                 # invocation stops its model and speech work now, not at garbage collection.
                 await stream.aclose()
-            # Cancelled before its first event was read, the invocation never started: let go of
-            # it (and of its conversation's turn) now.
-            invocation.hang_up()
 
     async def _stop_turn(self, *, announce: bool = True) -> bool:
         """Stop the running turn and wait until its work has stopped; whether one was running."""
-        task, self._running = self._running, None
-        if task is None or task.done():
+        running, self._running = self._running, None
+        if running is None or running[0].done():
             return False
+        task, invocation = running
         task.cancel()
         await asyncio.wait([task])
+        # A task cancelled before it ran never read the invocation's events, so the invocation never
+        # started: let go of it (and of its conversation's turn) now. A no-op once it has finished.
+        invocation.hang_up()
         if announce:
             await self._send({"type": "turn_stopped", "turn": self._turn})
         return True

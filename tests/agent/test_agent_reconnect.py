@@ -121,3 +121,22 @@ async def test_pings_are_answered_while_an_answer_runs(serve_asgi) -> None:
         await socket.send(json.dumps({"type": "stop"}))
         assert (await reader)[-1] == {"type": "turn_stopped", "turn": 1}
     assert models.made[0].stopped_early is True
+
+
+async def test_a_question_right_after_another_on_one_session_never_waits_for_it(serve_asgi, tmp_path: Path) -> None:
+    """The first turn is stopped before its task ever ran (so before its events were read): its
+    conversation's turn is given back at once, not after the app's watchdog (a 409 after 0.5 s)."""
+    speech = Speech(serve_asgi)
+    models = Models(FOUR_SENTENCES, tokens_per_s=2000)
+    config = websocket_config(
+        speech.url, AGENT_DEADLINE_S="600", AGENT_SESSION_DIR=str(tmp_path), AGENT_SESSION_WAIT_S="0.5"
+    )
+    url = serve_asgi(create_app(config, AppDependencies(model=models, caller_gone_after_s=NEVER_S))).ws_url("/ws")
+    async with connect(url, additional_headers=HEADERS) as socket:
+        await socket.send(prompt("First?"))
+        await socket.send(prompt("Second?"))
+        received = await receive_until(socket, lambda e: e["type"] == "agent_end" or e["type"] == "error")
+    assert received[0] == {"type": "turn_stopped", "turn": 1}
+    assert received[1]["type"] == "agent_start"
+    assert received[-1] == {"type": "agent_end", "turn": 2}
+    assert stored_texts(tmp_path) == ["Second?", FOUR_SENTENCES]
