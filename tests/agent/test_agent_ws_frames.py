@@ -70,6 +70,15 @@ async def one_turn(
     return received, agent, engine
 
 
+def report(frame_ms: int, mode: str, log: SendLog) -> None:
+    """The figures agent_app/README.md cites (`pytest -s` shows them)."""
+    times = [t for t, _ in log.frames]
+    print(
+        f"\nframe_ms={frame_ms} {mode}: {len(log.frames)} frames, largest {max(s for _, s in log.frames)} bytes, "
+        f"at most {most_in_any_second(times)} in one second"
+    )
+
+
 def audio_of(received: list[Event]) -> bytes:
     chunks = [e for e in received if e["type"] == "audio_chunk"]
     assert [e["seq"] for e in chunks] == list(range(len(chunks)))
@@ -93,6 +102,7 @@ async def test_no_frame_is_over_the_limit_at_the_largest_frame_ms(serve_asgi, mo
     assert received[-1] == {"type": "agent_end", "turn": 1}
     assert audio_of(received) == synthesized(engine)
     largest = max(size for _, size in log.frames)
+    report(10_000, mode, log)
     assert largest <= MAX_EVENT_BYTES
     assert largest > 16_000  # full chunks: the container's frames were cut, not shrunk
 
@@ -100,6 +110,7 @@ async def test_no_frame_is_over_the_limit_at_the_largest_frame_ms(serve_asgi, mo
 async def test_the_frame_rate_stays_under_agentcores_quota_at_the_smallest_frame(serve_asgi) -> None:
     # 20 ms frames with no compute: 2,929 frames in under a second before the pacer (issue #29).
     received, log, engine = await one_turn(serve_asgi, frame_ms=20, mode="batch")
+    report(20, "batch", log)
     assert received[-1] == {"type": "agent_end", "turn": 1}
     assert audio_of(received) == synthesized(engine)
     assert most_in_any_second([t for t, _ in log.frames]) <= FRAMES_PER_S + FRAME_BURST + 1 < AGENTCORE_FRAMES_PER_S
