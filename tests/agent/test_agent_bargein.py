@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterable, AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -20,13 +20,10 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
-from strands.types.streaming import StreamEvent
 from websockets.asyncio.client import ClientConnection, connect
 
 from agent_app.app import AppDependencies, create_app
-from agent_app.config import AgentConfig
 from agent_app.hangup import Hangup, HangupMiddleware, current_hangup
-from agent_app.models import ModelChoice, ScriptedModel, ScriptedTurn
 from agent_app.pipeline import Invocation, Outcome
 from agent_app.speech.tracker import SessionTracker
 from agent_app.speech.transport import SpeechConnection, SpeechFrame, SpeechTransport
@@ -37,7 +34,7 @@ from kokoro_server.engine import ZeroCostEngine
 from kokoro_server.settings import Settings
 from local.sagemaker_standin import run_standin
 from speech_protocol import WS_PATH, Cancel, ClientMessage, SynthesisComplete, SynthesisStart, Synthesize
-from tests.agent.agent_support import FOUR_SENTENCES, Event, make_invocation, scripted
+from tests.agent.agent_support import FOUR_SENTENCES, Event, Models, make_invocation, scripted
 from tests.agent.conftest import LiveServer
 from tests.agent.test_agent_app import fixed_model, sse_events, websocket_config
 from tests.standin.standin_support import transport as sagemaker_transport
@@ -345,34 +342,6 @@ async def test_the_middleware_does_not_fire_after_a_complete_answer(serve_asgi, 
 
 
 # --- WS /ws: the conversation over AgentCore's WebSocket route ------------------------------------
-
-
-class Models:
-    """A fresh scripted model per model call (one model streams one answer), remembered in order.
-
-    The app builds its model once per process; this one hands each call to a new scripted model.
-    """
-
-    def __init__(self, text: str = LONG_ANSWER, tokens_per_s: float = 200) -> None:
-        self.text = text
-        self.tokens_per_s = tokens_per_s
-        self.made: list[ScriptedModel] = []
-
-    def __call__(self, config: AgentConfig) -> ModelChoice:
-        return ModelChoice(model=_FreshPerCall(self), name="scripted", demo=False)
-
-
-class _FreshPerCall(ScriptedModel):
-    def __init__(self, models: Models) -> None:
-        super().__init__([ScriptedTurn(models.text)], tokens_per_s=models.tokens_per_s)
-        self._models = models
-
-    def stream(
-        self, messages: Any, tool_specs: Any = None, system_prompt: str | None = None, **kwargs: Any
-    ) -> AsyncIterable[StreamEvent]:
-        model = scripted(self._models.text, tokens_per_s=self._models.tokens_per_s)
-        self._models.made.append(model)
-        return model.stream(messages, tool_specs, system_prompt, **kwargs)
 
 
 def ws_agent(serve_asgi: Callable[[Any], LiveServer], speech: Speech, models: Models) -> str:

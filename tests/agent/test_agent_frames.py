@@ -27,6 +27,7 @@ from agent_app.frames import (
     utf8_safe,
 )
 from agent_app.ws_route import encode_frame
+from tests.agent.agent_support import most_in_any_second
 
 WORST_INT = 2**64
 """A `seq` or `turn` no connection reaches: 20 digits."""
@@ -179,15 +180,6 @@ def send_times(ready_at: list[float]) -> list[float]:
         clock.now = max(ready, sent[-1] if sent else 0.0)
         sent.append(clock.now + pacer.delay())
     return sent
-
-
-def most_in_any_second(times: list[float]) -> int:
-    most = start = 0
-    for end, t in enumerate(times):
-        while t - times[start] >= 1.0:
-            start += 1
-        most = max(most, end - start + 1)
-    return most
 
 
 @given(st.lists(st.floats(min_value=0, max_value=5), min_size=1, max_size=3_000).map(sorted))

@@ -17,7 +17,7 @@ from agent_app.http_guard import Refused, check_content_type, check_declared_len
 from agent_app.invocation import MAX_REQUEST_BYTES
 from agent_app.memory import SESSION_HEADER
 from agent_app.models import ScriptedModel, ScriptedTurn, user_questions
-from tests.agent.agent_support import scripted, types
+from tests.agent.agent_support import LogRecords, log_records, scripted, types
 from tests.agent.test_agent_app import fixed_model, sse_events, websocket_config
 
 SESSION = "a1b2c3d4-0000-4000-8000-00000000000a"
@@ -83,29 +83,10 @@ def test_a_byte_order_mark_is_ignored() -> None:
 # --- over HTTP --------------------------------------------------------------------------------------
 
 
-class Records(logging.Handler):
-    def __init__(self) -> None:
-        super().__init__(logging.DEBUG)
-        self.records: list[logging.LogRecord] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.records.append(record)
-
-    def warnings_and_worse(self) -> list[str]:
-        return [r.getMessage() for r in self.records if r.levelno >= logging.WARNING]
-
-
-WATCHED = ("agent_app", "bedrock_agentcore", "uvicorn.error")
-
-
 @pytest.fixture
-def records() -> Iterator[Records]:
-    handler = Records()
-    for name in WATCHED:
-        logging.getLogger(name).addHandler(handler)
-    yield handler
-    for name in WATCHED:
-        logging.getLogger(name).removeHandler(handler)
+def records() -> Iterator[LogRecords]:
+    with log_records() as handler:
+        yield handler
 
 
 async def chunked(body: bytes) -> AsyncIterator[bytes]:
@@ -238,7 +219,7 @@ HOSTILE = [
 
 
 @pytest.mark.parametrize("case", HOSTILE, ids=[case.name for case in HOSTILE])
-async def test_a_hostile_body_gets_its_4xx_and_one_warning(serve_asgi, records: Records, case: Hostile) -> None:
+async def test_a_hostile_body_gets_its_4xx_and_one_warning(serve_asgi, records: LogRecords, case: Hostile) -> None:
     status, expected = case.status, case.expected
     model = scripted()
     base = serve_asgi(
@@ -292,13 +273,14 @@ async def test_a_hostile_body_gets_its_4xx_and_one_warning(serve_asgi, records: 
         ),
     ],
 )
-async def test_unknown_routes_and_methods_get_json_too(serve_asgi, records: Records, route: tuple[Any, ...]) -> None:
+async def test_unknown_routes_and_methods_get_json_too(serve_asgi, records: LogRecords, route: tuple[Any, ...]) -> None:
     method, path, status, expected = route
     base = serve_asgi(create_app(websocket_config("ws://127.0.0.1:9/unused"))).http_url
     async with httpx.AsyncClient(timeout=10) as client:
         response = await client.request(method, f"{base}{path}")
     assert (response.status_code, response.json()) == (status, expected)
-    assert records.warnings_and_worse() == [f"refused {expected['message']}"]
+    assert records.warnings() == [f"refused {expected['message']}"]
+    assert records.errors() == []
 
 
 class Asked(ScriptedModel):

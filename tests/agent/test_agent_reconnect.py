@@ -12,9 +12,9 @@ from websockets.asyncio.client import connect
 from agent_app.app import AppDependencies, create_app
 from agent_app.memory import INTERRUPTED_MARK, SESSION_HEADER
 from agent_app.models import DEMO_ANSWER, DemoModel, ModelChoice
-from tests.agent.agent_support import FOUR_SENTENCES, Event, FakeSpeechServer
+from tests.agent.agent_support import FOUR_SENTENCES, Event, FakeSpeechServer, Models
 from tests.agent.test_agent_app import websocket_config
-from tests.agent.test_agent_bargein import NEVER_S, Models, Speech, is_end, receive_until
+from tests.agent.test_agent_bargein import NEVER_S, Speech, is_end, receive_until
 
 SESSION = "a1b2c3d4-0000-4000-8000-0000000000c1"
 HEADERS = {SESSION_HEADER: SESSION}

@@ -23,7 +23,7 @@ from kokoro_server.app import create_app as create_speech_app
 from kokoro_server.engine import ZeroCostEngine
 from kokoro_server.settings import Settings
 from speech_protocol import WS_PATH
-from tests.agent.agent_support import FOUR_SENTENCES, Event, scripted
+from tests.agent.agent_support import FOUR_SENTENCES, Event, most_in_any_second, scripted
 from tests.agent.conftest import LiveServer
 from tests.agent.test_agent_app import fixed_model, websocket_config
 
@@ -45,15 +45,6 @@ class SendLog:
             await send(message)
 
         await self.app(scope, receive, logged)
-
-
-def most_in_any_second(times: list[float]) -> int:
-    most = start = 0
-    for end, t in enumerate(times):
-        while t - times[start] >= 1.0:
-            start += 1
-        most = max(most, end - start + 1)
-    return most
 
 
 async def one_turn(

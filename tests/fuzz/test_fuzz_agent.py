@@ -23,13 +23,12 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
-import logging
 import random
 import socket
 import threading
 import time
 import uuid
-from collections.abc import AsyncIterable, Callable, Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,7 +38,6 @@ import httpx
 import pytest
 import uvicorn
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
-from strands.types.streaming import StreamEvent
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 from websockets.frames import CloseCode
@@ -49,7 +47,6 @@ from agent_app.app import AppDependencies, create_app
 from agent_app.config import AgentConfig, load_config
 from agent_app.invocation import MAX_PROMPT_CHARS, MAX_REQUEST_BYTES
 from agent_app.memory import SESSION_HEADER
-from agent_app.models import ModelChoice, ScriptedModel, ScriptedTurn, user_questions
 from agent_app.ws_route import WS_MAX_MESSAGE_BYTES
 from bench.speech_probe import ProbedEngine, SessionProbe
 from kokoro_server.app import create_app as create_speech_app
@@ -57,7 +54,7 @@ from kokoro_server.engine import ZeroCostEngine
 from kokoro_server.settings import Settings
 from local.threaded_server import serve_in_thread
 from speech_protocol import WS_PATH, quote
-from tests.agent.agent_support import FOUR_SENTENCES
+from tests.agent.agent_support import FOUR_SENTENCES, Models, log_records
 from tests.agent.test_agent_session_ids import memory_accepts, runtime_accepts
 
 pytestmark = pytest.mark.timeout(240)
@@ -145,33 +142,6 @@ def speech_server(compute_s_per_char: float = 0.0) -> Iterator[Speech]:
         yield Speech(engine, sessions, audio, live.ws_url(WS_PATH))
 
 
-class Questions:
-    """A fresh scripted model per model call (one answers one question), recording each question."""
-
-    def __init__(self, text: str = ANSWER, tokens_per_s: float = 2_000) -> None:
-        self.text = text
-        self.tokens_per_s = tokens_per_s
-        self.asked: list[str] = []
-        self.made: list[ScriptedModel] = []
-
-    def __call__(self, config: AgentConfig) -> ModelChoice:
-        return ModelChoice(model=_Recording(self), name="scripted", demo=False)
-
-
-class _Recording(ScriptedModel):
-    def __init__(self, questions: Questions) -> None:
-        super().__init__([ScriptedTurn(questions.text)], tokens_per_s=questions.tokens_per_s)
-        self._questions = questions
-
-    def stream(
-        self, messages: Any, tool_specs: Any = None, system_prompt: str | None = None, **kwargs: Any
-    ) -> AsyncIterable[StreamEvent]:
-        self._questions.asked.append(user_questions(messages)[-1])
-        model = ScriptedModel([ScriptedTurn(self._questions.text)], tokens_per_s=self._questions.tokens_per_s)
-        self._questions.made.append(model)
-        return model.stream(messages, tool_specs, system_prompt, **kwargs)
-
-
 def agent_config(speech: Speech, session_dir: Path) -> AgentConfig:
     return load_config(
         {
@@ -181,35 +151,6 @@ def agent_config(speech: Speech, session_dir: Path) -> AgentConfig:
             "AGENT_DEADLINE_S": "60",
         }
     )
-
-
-class Records(logging.Handler):
-    WATCHED = ("agent_app", "bedrock_agentcore", "uvicorn.error")
-
-    def __init__(self) -> None:
-        super().__init__(logging.DEBUG)
-        self.records: list[logging.LogRecord] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.records.append(record)
-
-    def errors(self) -> list[str]:
-        return [r.getMessage() for r in self.records if r.levelno >= logging.ERROR or r.exc_info]
-
-    def warnings(self, containing: str) -> list[str]:
-        return [m for r in self.records if r.levelno == logging.WARNING and containing in (m := r.getMessage())]
-
-
-@contextmanager
-def log_records() -> Iterator[Records]:
-    records = Records()
-    for name in Records.WATCHED:
-        logging.getLogger(name).addHandler(records)
-    try:
-        yield records
-    finally:
-        for name in Records.WATCHED:
-            logging.getLogger(name).removeHandler(records)
 
 
 # --- hostile payloads, shared by both routes ----------------------------------------------------------
@@ -480,7 +421,7 @@ async def test_hostile_http_callers_each_get_their_4xx_and_nothing_reaches_the_m
     good = [case for case in cases if case.refusal is None]
     assert len(good) >= 40
 
-    questions = Questions()
+    questions = Models(ANSWER, tokens_per_s=2_000)
     with speech_server() as speech, log_records() as records:
         app = create_app(agent_config(speech, tmp_path), AppDependencies(model=questions))
         with serve_like_production(app) as served:
@@ -712,7 +653,7 @@ async def test_hostile_websocket_messages_each_get_one_error_and_the_conversatio
     total = sum(len(p.frames) for p in plans)
     assert total >= 1_300
 
-    questions = Questions(FOUR_SENTENCES, tokens_per_s=1_000)
+    questions = Models(FOUR_SENTENCES, tokens_per_s=1_000)
     with speech_server() as speech, log_records() as records:
         app = create_app(agent_config(speech, tmp_path), AppDependencies(model=questions))
         with serve_like_production(app) as served:
@@ -751,7 +692,7 @@ STORM_SESSION = "a1b2c3d4-0000-4000-8000-0000000057a1"
 
 
 async def test_a_barge_in_storm_ends_with_the_last_question_spoken_in_full(tmp_path: Path) -> None:
-    questions = Questions(FOUR_SENTENCES * 3, tokens_per_s=300)
+    questions = Models(FOUR_SENTENCES * 3, tokens_per_s=300)
     with speech_server(compute_s_per_char=0.002) as speech, log_records() as records:
         app = create_app(agent_config(speech, tmp_path), AppDependencies(model=questions))
         with serve_like_production(app) as served:
