@@ -32,13 +32,13 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from agent_app import events
 from agent_app.events import AgentErrorCode, ErrorEvent
+from agent_app.hangup import INVOCATIONS_PATH
 from agent_app.invocation import MAX_REQUEST_BYTES, BadRequest, parse_json_object
 from agent_app.memory import SESSION_HEADER
 from speech_protocol import quote
 
 logger = logging.getLogger(__name__)
 
-INVOCATIONS_PATH: Final = "/invocations"
 JSON_MEDIA_TYPE: Final = "application/json"
 
 CheckCall = Callable[[dict[str, Any], str | None], object]
