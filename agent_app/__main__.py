@@ -6,12 +6,17 @@ import argparse
 import logging
 import os
 import sys
+from typing import Any, Final
 
 from agent_app.app import create_app
 from agent_app.config import ConfigError, load_config
 from agent_app.models import DEMO_MODEL_NAME
+from agent_app.ws_route import WS_MAX_MESSAGE_BYTES
 
 logger = logging.getLogger("agent_app")
+
+UVICORN_OPTIONS: Final[dict[str, Any]] = {"ws_max_size": WS_MAX_MESSAGE_BYTES}
+"""What the process sets on uvicorn beyond the SDK's defaults (the fuzz tests serve the app so too)."""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -45,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         store = f"files under {config.session_dir}"
     logger.info("conversations: %s; the model sees the last %d messages", store, config.history_messages)
-    create_app(config).run(port=args.port, host=args.host)
+    create_app(config).run(port=args.port, host=args.host, **UVICORN_OPTIONS)
     return 0
 
 

@@ -10,10 +10,13 @@ model (Bedrock's boto3 client), the speech transport and the conversation store.
 Strands agent (one runs one invocation at a time), given the conversation of the call's session
 id (`memory.SESSION_HEADER`, which the SDK hands over as `context.session_id`).
 
-A caller who hangs up stops the invocation at once (`hangup.py`): model stream cancelled, speech
-requests cancelled with the protocol's `cancel`. `WS /ws` serves the same entrypoint full duplex
-(`ws_route.py`): questions and `stop` up, the same events down; its turns are turns of the
-conversation named by the upgrade request's session id.
+A call that cannot be served is refused before the SDK reads it (`http_guard.py`): a 4xx with a
+JSON body `{"type": "error", "code", "message"}`, as every other refusal here (an unknown route
+is a 404 `not_found`, a wrong method a 405 `method_not_allowed`). A caller who hangs up stops the
+invocation at once (`hangup.py`): model stream cancelled, speech requests cancelled with the
+protocol's `cancel`. `WS /ws` serves the same entrypoint full duplex (`ws_route.py`): questions
+and `stop` up, the same events down; its turns are turns of the conversation named by the upgrade
+request's session id.
 """
 
 from __future__ import annotations
@@ -27,7 +30,9 @@ from bedrock_agentcore.runtime import BedrockAgentCoreApp
 from bedrock_agentcore.runtime.context import RequestContext
 from botocore.exceptions import BotoCoreError, ClientError  # type: ignore[import-untyped]
 from starlette import status
-from starlette.responses import JSONResponse
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
 from starlette.websockets import WebSocket
 from strands import Agent
 from strands.types.exceptions import SessionException
@@ -36,7 +41,8 @@ from agent_app import events
 from agent_app.config import AgentConfig
 from agent_app.events import AgentErrorCode, AgentEvent, ErrorEvent
 from agent_app.hangup import HangupMiddleware, current_hangup, on_hangup_threadsafe
-from agent_app.invocation import BadRequest, parse_invocation
+from agent_app.http_guard import InvocationGuard, Refused, bad_request
+from agent_app.invocation import BadRequest, InvocationRequest, parse_invocation
 from agent_app.memory import (
     BadSessionId,
     ConversationLease,
@@ -52,7 +58,7 @@ from agent_app.models import ModelChoice, build_agent, build_model
 from agent_app.pipeline import CALLER_GONE_AFTER_S, Invocation, Outcome, PipelineSettings
 from agent_app.speech.factory import build_transport
 from agent_app.speech.transport import SpeechTransport
-from agent_app.ws_route import conversation_handler
+from agent_app.ws_route import ConversationSocket, RunningTurns, Turn
 
 logger = logging.getLogger(__name__)
 
@@ -86,15 +92,6 @@ class AppDependencies:
     caller_gone_after_s: float = CALLER_GONE_AFTER_S
 
 
-class Refused(Exception):
-    """A call that cannot start: its HTTP status and the `error` event that says why."""
-
-    def __init__(self, status_code: int, event: ErrorEvent) -> None:
-        super().__init__(event["message"])
-        self.status_code = status_code
-        self.event = event
-
-
 class AgentService:
     """Starts invocations: checks the call, takes its conversation's turn, builds its agent.
 
@@ -110,17 +107,25 @@ class AgentService:
         self.conversations = Conversations(deps.sessions(config), wait_s=config.session_wait_s)
         self._metrics = deps.metrics()
 
-    async def start(self, payload: object, session_id: str | None) -> Invocation:
-        """An invocation ready to stream (its work starts when its events are read); raises `Refused`."""
+    def check(self, payload: object, session_id: str | None) -> tuple[InvocationRequest, str | None]:
+        """The call's request and conversation (None: a one-turn call), or `Refused` (400). Pure."""
         config = self.config
         try:
             request = parse_invocation(
                 payload, default_mode=config.speech_mode, default_voice=config.speech_voice, voices=config.speech_voices
             )
-            conversation = check_session_id(session_id)
+            return request, check_session_id(session_id)
         except (BadRequest, BadSessionId) as exc:
-            logger.warning("bad invocation: %s", exc)
-            raise Refused(status.HTTP_400_BAD_REQUEST, events.error(AgentErrorCode.BAD_REQUEST, str(exc))) from None
+            raise bad_request(str(exc)) from None
+
+    async def start(self, payload: object, session_id: str | None) -> Invocation:
+        """An invocation ready to stream (its work starts when its events are read); raises `Refused`."""
+        config = self.config
+        try:
+            request, conversation = self.check(payload, session_id)
+        except Refused as refused:
+            logger.warning("bad invocation: %s", refused)
+            raise
         try:
             lease = await self.conversations.acquire(conversation)
         except SessionBusy as exc:
@@ -182,10 +187,14 @@ def create_app(config: AgentConfig, dependencies: AppDependencies | None = None)
     service = AgentService(config, dependencies)
     app = BedrockAgentCoreApp()
     app.add_middleware(HangupMiddleware)
+    app.add_middleware(InvocationGuard, check=service.check)  # added last: the outermost, before the SDK
+    app.add_exception_handler(HTTPException, _route_error)
+    running_turns = RunningTurns()
 
-    async def start(payload: object, session_id: str | None) -> JSONResponse | AsyncIterator[AgentEvent]:
+    # The SDK passes the request context only to an entrypoint whose second parameter is named `context`.
+    async def invoke(payload: object, context: RequestContext) -> JSONResponse | AsyncIterator[AgentEvent]:
         try:
-            invocation = await service.start(payload, session_id)
+            invocation = await service.start(payload, context.session_id)
         except Refused as refused:
             return JSONResponse(dict(refused.event), status_code=refused.status_code)
         hangup = current_hangup.get()
@@ -193,16 +202,32 @@ def create_app(config: AgentConfig, dependencies: AppDependencies | None = None)
             hangup.subscribe(on_hangup_threadsafe(asyncio.get_running_loop(), invocation.hang_up))
         return invocation.events()
 
-    # The SDK passes the request context only to an entrypoint whose second parameter is named `context`.
-    async def invoke(payload: object, context: RequestContext) -> JSONResponse | AsyncIterator[AgentEvent]:
-        return await start(payload, context.session_id)
-
     async def conversation(websocket: WebSocket, context: RequestContext) -> None:
-        async def invoke_turn(payload: object) -> JSONResponse | AsyncIterator[AgentEvent]:
-            return await start(payload, context.session_id)
+        async def invoke_turn(payload: object) -> Turn | ErrorEvent:
+            try:
+                return await service.start(payload, context.session_id)
+            except Refused as refused:
+                return refused.event
 
-        await conversation_handler(invoke_turn)(websocket, context)
+        session_id = context.session_id if context.session_id and context.session_id.strip() else None
+        await ConversationSocket(websocket, invoke_turn, session_id=session_id, running_turns=running_turns).run()
 
     app.entrypoint(invoke)
     app.websocket(conversation)
     return app
+
+
+_ROUTE_ERRORS = {
+    status.HTTP_404_NOT_FOUND: AgentErrorCode.NOT_FOUND,
+    status.HTTP_405_METHOD_NOT_ALLOWED: AgentErrorCode.METHOD_NOT_ALLOWED,
+}
+_ROUTES = "POST /invocations, GET /ping and WS /ws"
+
+
+async def _route_error(request: Request, exc: Exception) -> Response:
+    """Starlette's own refusals (no such route, wrong method) in the agent's JSON error shape."""
+    assert isinstance(exc, HTTPException)
+    code = _ROUTE_ERRORS.get(exc.status_code, AgentErrorCode.BAD_REQUEST)
+    message = f"{request.method} {request.url.path}: {exc.detail.lower()}; the agent serves {_ROUTES}"
+    logger.warning("refused %s", message)
+    return JSONResponse(dict(events.error(code, message)), status_code=exc.status_code, headers=exc.headers)

@@ -6,6 +6,11 @@ in `stream` mode interleaved with `text_delta`); `audio_end`; `metrics`; `agent_
 event (word timings for captions) comes right before the audio it describes. On failure it
 yields one `error` event instead of the rest and ends; the one exception is `speech_unavailable`
 before any audio: the answer then goes on as text (no audio) and ends normally.
+
+Every builder keeps its event within one AgentCore WebSocket frame (`agent_app.frames`): strings
+are made UTF-8-safe and cut where they could be long; `words` returns as many events as its words
+need. An `audio_chunk` or `text_delta` longer than its bound is the caller's to cut
+(`frames.pcm_pieces`, `frames.text_pieces`), since their pieces need their own sequence.
 """
 
 from __future__ import annotations
@@ -14,6 +19,16 @@ import base64
 from enum import StrEnum
 from typing import Literal, TypedDict
 
+from agent_app.frames import (
+    AUDIO_CHUNK_PCM_BYTES,
+    MAX_ERROR_MESSAGE_CHARS,
+    MAX_MODEL_NAME_CHARS,
+    MAX_TEXT_DELTA_CHARS,
+    MAX_WORD_CHARS,
+    shorten,
+    utf8_safe,
+    word_groups,
+)
 from agent_app.speech.transport import SpeechErrorCode
 from speech_protocol import AUDIO_CHANNELS, AUDIO_FORMAT, SAMPLE_RATE
 
@@ -37,6 +52,12 @@ class AgentErrorCode(StrEnum):
     INTERNAL_ERROR = "internal_error"
     SESSION_BUSY = "session_busy"
     """Another call of the same conversation (session id) is still running (HTTP 409)."""
+    BODY_TOO_LARGE = "body_too_large"
+    """The request body is over the agent's limit (HTTP 413; the local web server's code too)."""
+    NOT_JSON = "not_json"
+    """The request's content type is not JSON (HTTP 415; the local web server's code too)."""
+    NOT_FOUND = "not_found"
+    METHOD_NOT_ALLOWED = "method_not_allowed"
     MEMORY_UNAVAILABLE = "memory_unavailable"
     """The conversation store could not be read (HTTP 503)."""
 
@@ -116,11 +137,14 @@ AgentEvent = (
 
 
 def agent_start(mode: Mode, model: str, *, demo: bool) -> AgentStartEvent:
-    return {"type": "agent_start", "mode": mode, "model": model, "demo": demo}
+    return {"type": "agent_start", "mode": mode, "model": shorten(utf8_safe(model), MAX_MODEL_NAME_CHARS), "demo": demo}
 
 
 def text_delta(text: str) -> TextDeltaEvent:
-    return {"type": "text_delta", "text": text}
+    """Text of at most `MAX_TEXT_DELTA_CHARS` (cut a longer one with `frames.text_pieces`)."""
+    if len(text) > MAX_TEXT_DELTA_CHARS:
+        raise ValueError(f"a text_delta carries at most {MAX_TEXT_DELTA_CHARS} characters, got {len(text)}")
+    return {"type": "text_delta", "text": utf8_safe(text)}
 
 
 def audio_start() -> AudioStartEvent:
@@ -128,22 +152,27 @@ def audio_start() -> AudioStartEvent:
 
 
 def audio_chunk(seq: int, pcm: bytes) -> AudioChunkEvent:
-    """One audio frame from the speech container, PCM16 LE, base64-encoded as it arrived."""
+    """PCM16 LE audio of at most `AUDIO_CHUNK_PCM_BYTES` (cut longer with `frames.pcm_pieces`), base64."""
     if seq < 0:
         raise ValueError(f"seq must be >= 0, got {seq}")
+    if len(pcm) > AUDIO_CHUNK_PCM_BYTES:
+        raise ValueError(f"an audio_chunk carries at most {AUDIO_CHUNK_PCM_BYTES} bytes of PCM, got {len(pcm)}")
     return {"type": "audio_chunk", "seq": seq, "audio": base64.b64encode(pcm).decode("ascii")}
 
 
-def words(timings: list[tuple[str, float, float]], *, offset_s: float) -> WordsEvent:
-    """Word timings of the audio that follows; `offset_s` moves them from the request's first sample
-    to the answer's (the audio already sent before the request), rounded to milliseconds."""
-    return {
-        "type": "words",
-        "words": [
-            {"word": word, "start_s": round(offset_s + start, 3), "end_s": round(offset_s + end, 3)}
-            for word, start, end in timings
-        ],
-    }
+def words(timings: list[tuple[str, float, float]], *, offset_s: float) -> list[WordsEvent]:
+    """Word timings of the audio that follows, in as many consecutive events as one frame each
+    allows (usually one); `offset_s` moves them from the request's first sample to the answer's
+    (the audio already sent before the request), rounded to milliseconds."""
+    entries: list[WordTiming] = [
+        {
+            "word": shorten(utf8_safe(word), MAX_WORD_CHARS),
+            "start_s": round(offset_s + start, 3),
+            "end_s": round(offset_s + end, 3),
+        }
+        for word, start, end in timings
+    ]
+    return [{"type": "words", "words": group} for group in word_groups(entries)]
 
 
 def audio_end(chunks: int, num_bytes: int) -> AudioEndEvent:
@@ -170,4 +199,5 @@ def agent_end() -> AgentEndEvent:
 
 
 def error(code: AgentErrorCode, message: str) -> ErrorEvent:
-    return {"type": "error", "code": code.value, "message": message}
+    """The message is cut to `MAX_ERROR_MESSAGE_CHARS`: it may quote a caller's value or an exception."""
+    return {"type": "error", "code": code.value, "message": shorten(utf8_safe(message), MAX_ERROR_MESSAGE_CHARS)}

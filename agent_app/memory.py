@@ -35,9 +35,20 @@ logger = logging.getLogger(__name__)
 
 SESSION_HEADER: Final = "X-Amzn-Bedrock-AgentCore-Runtime-Session-Id"
 """The header AgentCore Runtime (and the local web server's proxy) carries the session id in."""
-SESSION_ID_PATTERN: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{32,99}")
-"""What both stores accept: AgentCore Runtime wants 33-256 characters, AgentCore Memory 1-100 of
-`[a-zA-Z0-9][a-zA-Z0-9-_]*` (botocore's service models). A UUID4 string fits."""
+RUNTIME_SESSION_ID_CHARS: Final = (33, 256)
+"""AgentCore Runtime's `runtimeSessionId`: botocore's bedrock-agentcore shape `SessionType` (min 33,
+max 256, no pattern)."""
+MEMORY_SESSION_ID_CHARS: Final = (1, 100)
+MEMORY_SESSION_ID_PATTERN: Final = "[a-zA-Z0-9][a-zA-Z0-9-_]*"
+"""AgentCore Memory's `sessionId` (CreateEvent, ListEvents, ...): botocore's bedrock-agentcore shape
+`SessionId`. The tests hold these to botocore's models."""
+SESSION_ID_CHARS: Final = (
+    max(RUNTIME_SESSION_ID_CHARS[0], MEMORY_SESSION_ID_CHARS[0]),
+    min(RUNTIME_SESSION_ID_CHARS[1], MEMORY_SESSION_ID_CHARS[1]),
+)
+"""What both accept, whichever store this process uses, so that a session id that works on the
+local stack works deployed: 33 to 100 characters of Memory's pattern. A UUID4 string fits."""
+_SESSION_ID = re.compile(MEMORY_SESSION_ID_PATTERN)
 ACTOR_ID: Final = "voicestack-caller"
 """AgentCore Memory files events under an actor; the runtime gives the agent no caller identity."""
 
@@ -57,10 +68,11 @@ def check_session_id(raw: str | None) -> str | None:
     """The session id of a call, checked; None (or blank) means a conversation of one turn."""
     if raw is None or not raw.strip():
         return None
-    if SESSION_ID_PATTERN.fullmatch(raw) is None:
+    shortest, longest = SESSION_ID_CHARS
+    if not shortest <= len(raw) <= longest or _SESSION_ID.fullmatch(raw) is None:
         raise BadSessionId(
-            f"the session id must be 33 to 100 letters, digits, '-' or '_', starting with a letter or digit "
-            f"(a UUID works); got {len(raw)} characters"
+            f"the session id must be {shortest} to {longest} letters, digits, '-' or '_', starting with a "
+            f"letter or digit (a UUID works); got {len(raw)} characters"
         )
     return raw
 

@@ -10,6 +10,10 @@ failing together should not retry in step); if it fails again the caller gets a
 `speech_unavailable` error event and the answer goes on as text. Word timings from the container
 become `words` events, in the answer's audio time.
 
+Events are bounded to one AgentCore WebSocket frame each (`agent_app.frames`): a container frame
+longer than one `audio_chunk` is cut into several, and audio or text that arrives while the caller
+has not taken the previous piece is merged into it (`agent_app.outbox`).
+
 AgentCore does not cancel the generator when its caller disconnects: it stops pulling, and the
 generator stays parked. So the work runs in its own task and treats an outbox that stays full for
 `caller_gone_after_s` as a caller that is gone: it stops the model (Strands' cancel signal) and the
@@ -29,16 +33,19 @@ import asyncio
 import logging
 import random
 import threading
-from collections.abc import AsyncIterator, Callable, Coroutine
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from enum import StrEnum
+from functools import partial
 from typing import Any, Final
 
 from strands import Agent
 
 from agent_app import events
 from agent_app.events import AgentErrorCode, AgentEvent, Mode
+from agent_app.frames import pcm_pieces, text_pieces
 from agent_app.memory import close_interrupted_turn
+from agent_app.outbox import Outbox
 from agent_app.segmenter import SegmenterConfig
 from agent_app.speech.split import DEFAULT_MAX_REQUEST_CHARS, split_text
 from agent_app.speech.tracker import SessionTracker, SpeechRejectedError
@@ -195,7 +202,7 @@ class Invocation:
         self._demo = demo
         self._transport = transport
         self._settings = settings
-        self._outbox: asyncio.Queue[AgentEvent | None] = asyncio.Queue(maxsize=settings.outbox_size)
+        self._outbox = Outbox(settings.outbox_size)
         self._cancel_model = threading.Event()
         self._finished = asyncio.Event()
         self._started = False
@@ -220,7 +227,7 @@ class Invocation:
             raise RuntimeError("an invocation's events can be read once")
         self._started = True
         if self.outcome is Outcome.HUNG_UP:
-            self._finished.set()
+            self._finish()
             return
         worker = self._worker = asyncio.create_task(self._work(), name="agent-invocation")
         try:
@@ -247,10 +254,13 @@ class Invocation:
         end at once); a no-op once the work has finished.
         """
         self._set_outcome(Outcome.HUNG_UP)
-        if self._worker is not None and not self._worker.done():
+        if not self._started:
+            # Its events will never be read, so its work never starts: it is finished now (its
+            # conversation's turn given back at once, not when the app's watchdog fires).
+            self._finish()
+        elif self._worker is not None and not self._worker.done():
             # Nothing queued reaches the caller any more; the worker ends the events as it stops.
-            while not self._outbox.empty():
-                self._outbox.get_nowait()
+            self._outbox.clear()
             _cancel_once(self._worker)
 
     async def wait_finished(self) -> Outcome:
@@ -301,16 +311,14 @@ class Invocation:
             logger.warning("%s", message)
             # Usually nobody will read again (AgentCore parks the generator). A caller that does
             # gets a clear end rather than a stream that never ends: drop what it never read.
-            while not self._outbox.empty():
-                self._outbox.get_nowait()
+            self._outbox.clear()
             self._outbox.put_nowait(events.error(AgentErrorCode.CALLER_TOO_SLOW, message))
             self._outbox.put_nowait(None)
         finally:
             self._cancel_model.set()
             if self.outcome is Outcome.HUNG_UP:
                 # Nobody will read what is queued; end the events so the generator can finish.
-                while not self._outbox.empty():
-                    self._outbox.get_nowait()
+                self._outbox.clear()
                 self._outbox.put_nowait(None)
             logger.info(
                 "invocation %s: mode=%s first_text=%s first_audio=%s total=%.3fs",
@@ -320,9 +328,15 @@ class Invocation:
                 self._first_audio_s,
                 self._elapsed(),
             )
-            self._finished.set()
-            if self._on_finished is not None:
-                self._on_finished(self)
+            self._finish()
+
+    def _finish(self) -> None:
+        """All work has stopped (or never started): tell `wait_finished` and `on_finished`, once."""
+        if self._finished.is_set():
+            return
+        self._finished.set()
+        if self._on_finished is not None:
+            self._on_finished(self)
 
     async def _answer(self) -> tuple[AgentErrorCode, str] | None:
         """Generate and speak the answer within the deadline; the error to report, or None."""
@@ -450,7 +464,7 @@ class Invocation:
                 answer.append(text)
                 if self._first_text_s is None:
                     self._first_text_s = self._elapsed()
-                await self._emit(events.text_delta(text))
+                await self._emit_text(text)
                 if segmenter is not None:
                     release(segmenter.feed(text))
         finally:
@@ -539,7 +553,8 @@ class Invocation:
                 self._request_offset_s = self._audio_bytes / _BYTES_PER_SECOND
             elif isinstance(frame, Timestamps) and frame.words:
                 timings = [(word.word, word.start_s, word.end_s) for word in frame.words]
-                await self._emit(events.words(timings, offset_s=self._request_offset_s))
+                for words_event in events.words(timings, offset_s=self._request_offset_s):
+                    await self._emit(words_event)
         if not close_sent():
             raise SpeechTransportError(
                 SpeechErrorCode.STREAM_ERROR, "the speech container ended the session before the agent closed it"
@@ -549,24 +564,36 @@ class Invocation:
     # --- the outbox --------------------------------------------------------------------------
 
     async def _emit_audio(self, pcm: bytes) -> None:
+        """One container frame: topped up into the chunk the caller has not taken yet, the rest
+        cut into chunks of at most one frame's worth, each with the next `seq`."""
         if not self._audio_started:
             self._audio_started = True
             self._first_audio_s = self._elapsed()
             await self._emit(events.audio_start())
-        await self._emit(events.audio_chunk(self._seq, pcm))
-        self._seq += 1
         self._audio_bytes += len(pcm)
+        if self.outcome is Outcome.HUNG_UP:
+            return
+        taken = self._outbox.top_up_audio(pcm)
+        for piece in pcm_pieces(pcm[taken:]):
+            await self._queue(partial(self._outbox.put_audio, self._seq, piece))
+            self._seq += 1
+
+    async def _emit_text(self, text: str) -> None:
+        if self.outcome is Outcome.HUNG_UP or self._outbox.top_up_text(text):
+            return
+        for piece in text_pieces(text):
+            await self._queue(partial(self._outbox.put_text, piece))
 
     async def _emit(self, event: AgentEvent | None) -> None:
         """Queue an event (None: the end); raise CallerGone when nobody takes it in time."""
+        await self._queue(partial(self._outbox.put, event))
+
+    async def _queue(self, put: Callable[[], Awaitable[None]]) -> None:
         if self.outcome is Outcome.HUNG_UP:
             return  # the work is being cancelled; a task that has not seen it yet must not queue more
-        if not self._outbox.full():
-            self._outbox.put_nowait(event)
-            return
         try:
             async with asyncio.timeout(self._settings.caller_gone_after_s):
-                await self._outbox.put(event)
+                await put()
         except TimeoutError:
             raise CallerGone from None
 

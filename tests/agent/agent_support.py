@@ -4,16 +4,19 @@ from __future__ import annotations
 
 import asyncio
 import base64
-from collections.abc import AsyncIterator, Callable, Sequence
-from contextlib import asynccontextmanager
+import logging
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterator, Sequence
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from strands import Agent
+from strands.types.streaming import StreamEvent
 from websockets.asyncio.server import Server, ServerConnection
 from websockets.exceptions import ConnectionClosed
 
-from agent_app.models import ScriptedModel, ScriptedTurn, build_agent, tokenize
+from agent_app.config import AgentConfig
+from agent_app.models import ModelChoice, ScriptedModel, ScriptedTurn, build_agent, tokenize, user_questions
 from agent_app.pipeline import Invocation, PipelineSettings
 from agent_app.speech.transport import (
     SpeechConnection,
@@ -321,3 +324,76 @@ async def run_releasing_on_first_audio(invocation: Invocation, model: GatedModel
             finished_at_first_audio = model.finished
             model.gate.set()
     return events, finished_at_first_audio
+
+
+class Models:
+    """A fresh scripted model per model call (one model streams one answer), remembered in order,
+    with the question each call was asked.
+
+    The app builds its model once per process; this one hands each call to a new scripted model.
+    """
+
+    def __init__(self, text: str = FOUR_SENTENCES * 4, tokens_per_s: float = 200) -> None:
+        self.text = text
+        self.tokens_per_s = tokens_per_s
+        self.made: list[ScriptedModel] = []
+        self.asked: list[str] = []
+
+    def __call__(self, config: AgentConfig) -> ModelChoice:
+        return ModelChoice(model=_FreshPerCall(self), name="scripted", demo=False)
+
+
+class _FreshPerCall(ScriptedModel):
+    def __init__(self, models: Models) -> None:
+        super().__init__([ScriptedTurn(models.text)], tokens_per_s=models.tokens_per_s)
+        self._models = models
+
+    def stream(
+        self, messages: Any, tool_specs: Any = None, system_prompt: str | None = None, **kwargs: Any
+    ) -> AsyncIterable[StreamEvent]:
+        self._models.asked.append(user_questions(messages)[-1])
+        model = scripted(self._models.text, tokens_per_s=self._models.tokens_per_s)
+        self._models.made.append(model)
+        return model.stream(messages, tool_specs, system_prompt, **kwargs)
+
+
+def most_in_any_second(times: Sequence[float]) -> int:
+    """The most of `times` (sorted, in seconds) that fall within one second."""
+    most = start = 0
+    for end, t in enumerate(times):
+        while t - times[start] >= 1.0:
+            start += 1
+        most = max(most, end - start + 1)
+    return most
+
+
+class LogRecords(logging.Handler):
+    """Every record of the agent's, the SDK's and uvicorn's loggers while `log_records()` is open."""
+
+    WATCHED = ("agent_app", "bedrock_agentcore", "uvicorn.error")
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+    def errors(self) -> list[str]:
+        """Errors and anything logged with a traceback: bad input must produce none."""
+        return [r.getMessage() for r in self.records if r.levelno >= logging.ERROR or r.exc_info]
+
+    def warnings(self, containing: str = "") -> list[str]:
+        return [m for r in self.records if r.levelno == logging.WARNING and containing in (m := r.getMessage())]
+
+
+@contextmanager
+def log_records() -> Iterator[LogRecords]:
+    records = LogRecords()
+    for name in LogRecords.WATCHED:
+        logging.getLogger(name).addHandler(records)
+    try:
+        yield records
+    finally:
+        for name in LogRecords.WATCHED:
+            logging.getLogger(name).removeHandler(records)

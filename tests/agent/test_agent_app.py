@@ -108,7 +108,7 @@ async def test_mode_and_voice_from_the_payload(fake_speech, serve_app: Serve) ->
         ),
         (
             json.dumps(["Hi"]),
-            {"type": "error", "code": "bad_request", "message": "the payload must be a JSON object, got list"},
+            {"type": "error", "code": "bad_request", "message": "the body must be a JSON object, got list"},
         ),
         (json.dumps({"prompt": ""}), {"type": "error", "code": "bad_request", "message": "'prompt' is empty"}),
     ],
@@ -121,12 +121,17 @@ async def test_a_bad_payload_gets_a_400_with_a_json_error(serve_app: Serve, body
     assert response.json() == expected
 
 
-async def test_invalid_json_gets_the_runtimes_400(serve_app: Serve) -> None:
+async def test_invalid_json_gets_a_400_in_the_agents_error_shape(serve_app: Serve) -> None:
     base = serve_app(websocket_config("ws://127.0.0.1:9/unused"))
     async with httpx.AsyncClient(timeout=10) as client:
         response = await client.post(f"{base}/invocations", content=b"{not json")
     assert response.status_code == 400
-    assert response.json()["error"] == "Invalid JSON"
+    assert response.json() == {
+        "type": "error",
+        "code": "bad_request",
+        "message": "the body is not valid JSON: "
+        "Expecting property name enclosed in double quotes: line 1 column 2 (char 1)",
+    }
 
 
 async def test_ping(serve_app: Serve) -> None:

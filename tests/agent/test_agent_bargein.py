@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterable, AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -20,13 +20,10 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
-from strands.types.streaming import StreamEvent
 from websockets.asyncio.client import ClientConnection, connect
 
 from agent_app.app import AppDependencies, create_app
-from agent_app.config import AgentConfig
 from agent_app.hangup import Hangup, HangupMiddleware, current_hangup
-from agent_app.models import ModelChoice, ScriptedModel, ScriptedTurn
 from agent_app.pipeline import Invocation, Outcome
 from agent_app.speech.tracker import SessionTracker
 from agent_app.speech.transport import SpeechConnection, SpeechFrame, SpeechTransport
@@ -37,7 +34,7 @@ from kokoro_server.engine import ZeroCostEngine
 from kokoro_server.settings import Settings
 from local.sagemaker_standin import run_standin
 from speech_protocol import WS_PATH, Cancel, ClientMessage, SynthesisComplete, SynthesisStart, Synthesize
-from tests.agent.agent_support import FOUR_SENTENCES, Event, make_invocation, scripted
+from tests.agent.agent_support import FOUR_SENTENCES, Event, Models, make_invocation, scripted
 from tests.agent.conftest import LiveServer
 from tests.agent.test_agent_app import fixed_model, sse_events, websocket_config
 from tests.standin.standin_support import transport as sagemaker_transport
@@ -347,34 +344,6 @@ async def test_the_middleware_does_not_fire_after_a_complete_answer(serve_asgi, 
 # --- WS /ws: the conversation over AgentCore's WebSocket route ------------------------------------
 
 
-class Models:
-    """A fresh scripted model per model call (one model streams one answer), remembered in order.
-
-    The app builds its model once per process; this one hands each call to a new scripted model.
-    """
-
-    def __init__(self, text: str = LONG_ANSWER, tokens_per_s: float = 200) -> None:
-        self.text = text
-        self.tokens_per_s = tokens_per_s
-        self.made: list[ScriptedModel] = []
-
-    def __call__(self, config: AgentConfig) -> ModelChoice:
-        return ModelChoice(model=_FreshPerCall(self), name="scripted", demo=False)
-
-
-class _FreshPerCall(ScriptedModel):
-    def __init__(self, models: Models) -> None:
-        super().__init__([ScriptedTurn(models.text)], tokens_per_s=models.tokens_per_s)
-        self._models = models
-
-    def stream(
-        self, messages: Any, tool_specs: Any = None, system_prompt: str | None = None, **kwargs: Any
-    ) -> AsyncIterable[StreamEvent]:
-        model = scripted(self._models.text, tokens_per_s=self._models.tokens_per_s)
-        self._models.made.append(model)
-        return model.stream(messages, tool_specs, system_prompt, **kwargs)
-
-
 def ws_agent(serve_asgi: Callable[[Any], LiveServer], speech: Speech, models: Models) -> str:
     app = create_app(
         websocket_config(speech.url, AGENT_DEADLINE_S="600"),
@@ -480,6 +449,13 @@ async def test_ws_bad_messages_get_an_error_and_the_connection_goes_on(serve_asg
         '{"type": "prompt", "prompt": ""}',
         '{"type": "prompt", "prompt": "hi", "colour": "red"}',
         b'{"type": "stop"}',
+        # Each of these once ended the connection with 1011 or would reach the model (issue #29).
+        '{"type": "prompt", "prompt": "hi", "\\ud800": 1}',
+        '{"type": "prompt", "prompt": "hi \\ud800"}',
+        "[" * 5_000 + "]" * 5_000,
+        '{"type": "prompt", "prompt": "hi", "mode": ' + "9" * 5_000 + "}",
+        '{"type": "prompt", "prompt": "hi", "speed": NaN}',
+        json.dumps({"type": "prompt", "prompt": "x" * 70_000}),
     ]
     async with connect(ws_agent(serve_asgi, speech, models)) as socket:
         errors = []
@@ -490,13 +466,22 @@ async def test_ws_bad_messages_get_an_error_and_the_connection_goes_on(serve_asg
         answer = await receive_until(socket, is_end)
     assert [e["type"] for e in errors] == ["error"] * len(bad)
     assert {e["code"] for e in errors} == {"bad_request"}
+    assert errors[0]["message"] == "the message is not valid JSON: Expecting value: line 1 column 1 (char 0)"
     assert [e["message"] for e in errors[1:4]] == [
         "the message must be a JSON object, got list",
         "unknown message type 'shout'; allowed: prompt, stop",
         "'stop' takes no other field",
     ]
     assert errors[4]["message"] == "'prompt' is empty"
-    assert errors[5]["message"] == "unknown field(s) colour; allowed: prompt, mode, voice, speed"
-    assert errors[6]["message"] == "binary frames are not accepted"
+    assert errors[5]["message"] == "unknown field(s) 'colour'; allowed: prompt, mode, voice, speed"
+    assert errors[6]["message"] == "binary frames are not accepted; send JSON in text frames"
+    assert [e["message"] for e in errors[7:]] == [
+        "unknown field(s) '\\ud800'; allowed: prompt, mode, voice, speed",
+        "'prompt' contains a lone UTF-16 surrogate (U+D800) at character 3; it has no UTF-8 form",
+        "the message is not valid JSON: nested too deeply",
+        "the message is not valid JSON: an integer of 5,000 digits",
+        "the message is not valid JSON: NaN is not valid JSON",
+        "the message is over the limit of 65536 bytes",
+    ]
     assert answer[-1] == {"type": "agent_end", "turn": 1}
     assert len(models.made) == 1

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from agent_app.invocation import MAX_PROMPT_CHARS, BadRequest, InvocationRequest, parse_invocation
+from agent_app.invocation import MAX_PROMPT_CHARS, BadRequest, InvocationRequest, parse_invocation, parse_json_object
 
 VOICES = ("af_heart", "am_michael")
 
@@ -51,7 +51,18 @@ def test_no_speed_means_the_containers_default() -> None:
         ({"prompt": "Hi", "mode": None}, "'mode' must be one of stream, batch; got None"),
         ({"prompt": "Hi", "voice": ""}, "'voice' must be a non-empty string"),
         ({"prompt": "Hi", "voice": 3}, "'voice' must be a non-empty string"),
-        ({"prompt": "Hi", "mod": "batch"}, "unknown field(s) mod; allowed: prompt, mode, voice, speed"),
+        ({"prompt": "Hi", "mod": "batch"}, "unknown field(s) 'mod'; allowed: prompt, mode, voice, speed"),
+        (
+            {"prompt": "Hi", **{f"k{i}": i for i in range(7)}},
+            "unknown field(s) 'k0', 'k1', 'k2', 'k3', 'k4' and 2 more; allowed: prompt, mode, voice, speed",
+        ),
+        ({"prompt": "Hi", "\ud800": 1}, "unknown field(s) '\\ud800'; allowed:"),
+        (
+            {"prompt": "Hi \ud800"},
+            "'prompt' contains a lone UTF-16 surrogate (U+D800) at character 3; it has no UTF-8 form",
+        ),
+        ({"prompt": "Hi", "mode": [[[]]]}, "'mode' must be one of stream, batch; got <list>"),
+        ({"prompt": "Hi", "mode": 10**5000}, "'mode' must be one of stream, batch; got <integer of 16610 bits>"),
         ({"prompt": "Hi", "voice": "zz_nobody"}, "'voice' must be one of af_heart, am_michael; got 'zz_nobody'"),
         ({"prompt": "Hi", "speed": 0.49}, "'speed' must be a number from 0.5 to 2; got 0.49"),
         ({"prompt": "Hi", "speed": 2.01}, "'speed' must be a number from 0.5 to 2; got 2.01"),
@@ -59,10 +70,39 @@ def test_no_speed_means_the_containers_default() -> None:
         ({"prompt": "Hi", "speed": "1.0"}, "'speed' must be a number from 0.5 to 2; got '1.0'"),
         ({"prompt": "Hi", "speed": None}, "'speed' must be a number from 0.5 to 2; got None"),
         ({"prompt": "Hi", "speed": float("nan")}, "'speed' must be a number from 0.5 to 2; got nan"),
-        ({"prompt": "Hi", "speed": 10**400}, "'speed' must be a number from 0.5 to 2; got 1000"),
+        ({"prompt": "Hi", "speed": 10**400}, "'speed' must be a number from 0.5 to 2; got <integer of 1329 bits>"),
     ],
 )
 def test_bad_payloads_are_refused_with_the_field_named(payload: object, message: str) -> None:
     with pytest.raises(BadRequest) as caught:
         parse(payload)
     assert str(caught.value).startswith(message)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("[" * 5_000 + "]" * 5_000, "the body is not valid JSON: nested too deeply"),
+        ('{"a":' * 5_000 + "1" + "}" * 5_000, "the body is not valid JSON: nested too deeply"),
+        ('{"speed": ' + "9" * 5_000 + "}", "the body is not valid JSON: an integer of 5,000 digits"),
+        ('{"speed": -' + "9" * 4_301 + "}", "the body is not valid JSON: an integer of 4,301 digits"),
+        ('{"speed": NaN}', "the body is not valid JSON: NaN is not valid JSON"),
+        ('{"speed": -Infinity}', "the body is not valid JSON: -Infinity is not valid JSON"),
+        ("", "the body is not valid JSON: Expecting value: line 1 column 1 (char 0)"),
+        ('["prompt"]', "the body must be a JSON object, got list"),
+        ("null", "the body must be a JSON object, got NoneType"),
+        ('"\\ud800"', "the body must be a JSON object, got str"),
+    ],
+)
+def test_json_the_parser_itself_chokes_on_is_a_bad_request(text: str, message: str) -> None:
+    with pytest.raises(BadRequest) as caught:
+        parse_json_object(text, what="the body")
+    assert str(caught.value) == message
+
+
+def test_a_json_object_is_read_as_is() -> None:
+    assert parse_json_object('{"prompt": "Hi", "speed": 1.5, "n": ' + "9" * 4_300 + "}", what="x") == {
+        "prompt": "Hi",
+        "speed": 1.5,
+        "n": int("9" * 4_300),
+    }

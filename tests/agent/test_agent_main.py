@@ -11,9 +11,13 @@ from pathlib import Path
 
 import httpx
 import pytest
+from websockets.asyncio.client import connect
+from websockets.exceptions import ConnectionClosed
+from websockets.frames import CloseCode
 
 from agent_app.__main__ import main
 from agent_app.models import DEMO_ANSWER
+from agent_app.ws_route import WS_MAX_MESSAGE_BYTES
 from tests.agent.agent_support import FakeSpeechServer, decoded_audio
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -74,6 +78,14 @@ async def test_the_process_serves_the_announced_demo_model(fake_speech, free_por
                 pytest.fail("the agent did not answer /ping")
             async with client.stream("POST", f"{base}/invocations", json={"prompt": "Hi"}) as response:
                 events = [json.loads(line[6:]) async for line in response.aiter_lines() if line.startswith("data: ")]
+        # WS /ws as the process configures uvicorn: a message over the agent's limit gets an error
+        # event and the connection goes on; one over uvicorn's ws_max_size is refused unread (1009).
+        async with connect(f"ws://127.0.0.1:{free_port}/ws", max_size=None) as socket:
+            await socket.send("x" * 200_000)
+            refused = json.loads(await socket.recv())
+            await socket.send("x" * (WS_MAX_MESSAGE_BYTES + 1))
+            with pytest.raises(ConnectionClosed) as closed:
+                await socket.recv()
     finally:
         process.send_signal(signal.SIGTERM)
         _, stderr = await asyncio.wait_for(process.communicate(), 15)
@@ -82,3 +94,11 @@ async def test_the_process_serves_the_announced_demo_model(fake_speech, free_por
     assert [e["type"] for e in events][-3:] == ["audio_end", "metrics", "agent_end"]
     assert decoded_audio(events) == b"".join(fake.sent_pcm[f"s{i}"] for i in range(len(fake.sent_pcm)))
     assert "BEDROCK_MODEL_ID is not set: answering with the offline 'demo' model" in stderr.decode()
+    assert refused == {
+        "type": "error",
+        "code": "bad_request",
+        "message": "the message is over the limit of 65536 bytes",
+    }
+    assert closed.value.rcvd is not None
+    assert closed.value.rcvd.code == CloseCode.MESSAGE_TOO_BIG
+    assert "Traceback" not in stderr.decode()
