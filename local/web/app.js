@@ -14,6 +14,7 @@
 //            silence).
 
 import { AgentSocket } from "./agent-socket.js";
+import { captionGaps } from "./captions.js";
 import { Conversation } from "./conversation.js";
 import { AgentStreamError } from "./events.js";
 import { invokeAgent } from "./invoke.js";
@@ -111,6 +112,9 @@ function onPlayerProgress(progress) {
  * @param {string} reason  "stop" or "new_question"
  */
 function silence(reason) {
+  const current = state.current;
+  // An answer whose stream had ended (its row says "ok") is stopped while its audio plays out.
+  if (current !== null && current.done && !current.drained) markStopped(current);
   const player = state.player;
   if (player === null) return;
   player.reset();
@@ -161,8 +165,12 @@ function renderCaptions(current) {
         return span;
       }),
     );
-    // Spaces between the words, outside the spans, so only the word itself is highlighted.
-    for (const span of [...box.children].slice(1)) span.before(" ");
+    // Spaces between the words, outside the spans, so only the word itself is highlighted; none
+    // where punctuation hugs a word (`captionGaps`).
+    const gaps = captionGaps(words.map((/** @type {{word: string}} */ w) => w.word));
+    [...box.children].forEach((span, i) => {
+      if (gaps[i] !== "") span.before(gaps[i]);
+    });
     box.dataset.spoken = "-1";
   }
   // Only the two spans whose highlight changes are touched (see `setText`).
@@ -269,7 +277,31 @@ function showError(error) {
   box.textContent = error === null ? "" : `${error.code}: ${error.message}`;
 }
 
-/** @param {Record<string, any>} current */
+/**
+ * The answer was stopped after its stream had ended, while its audio played out: its turn and its
+ * row in the answers table (written when the stream ended) now say so.
+ * @param {Record<string, any>} current
+ */
+function markStopped(current) {
+  current.turn.result = "stopped";
+  if (current.runIndex !== null) {
+    state.runs[current.runIndex].result = "stopped";
+    const cell = $("runs").querySelector("tbody")?.children[current.runIndex]?.lastElementChild;
+    if (cell) cell.textContent = "stopped";
+  }
+  renderConversation();
+  if (state.current === current) {
+    showStatus("Stopped.");
+    $("stop").toggleAttribute("disabled", true);
+  }
+}
+
+/**
+ * Add the answer's row to the answers table; its result is the turn's ("ok", "stopped" or an error
+ * code). Its index is kept on `current.runIndex`, so that a stop during the play-out can still
+ * change it.
+ * @param {Record<string, any>} current
+ */
 function addRunRow(current) {
   const stats = current.session.stats;
   const row = {
@@ -279,7 +311,7 @@ function addRunRow(current) {
     playbackStartMs: current.playbackStartMs,
     audioSeconds: stats.samplesReceived / (state.player?.sampleRate ?? PROTOCOL_SAMPLE_RATE),
     underruns: current.underruns,
-    result: stats.error ? stats.error.code : "ok",
+    result: current.turn.result,
   };
   state.runs.push(row);
   const tr = document.createElement("tr");
@@ -299,6 +331,7 @@ function addRunRow(current) {
     tr.append(td);
   }
   $("runs").querySelector("tbody")?.append(tr);
+  current.runIndex = state.runs.length - 1;
 }
 
 /** The conversation's socket, (re)opened for the current session id. */
@@ -372,6 +405,8 @@ async function ask(prompt, mode, transport = "sse") {
     /** @type {number | null} */
     drainedMs: null,
     error: null,
+    /** @type {number | null} its row in the answers table (`state.runs`) */
+    runIndex: null,
   };
   state.current = current;
   showError(null);

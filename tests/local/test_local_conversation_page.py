@@ -82,6 +82,12 @@ def turns(page: Page) -> list[dict[str, str]]:
     return result
 
 
+def runs(page: Page) -> list[str]:
+    """The result column of the answers table, as the page mirrors it."""
+    result: list[str] = page.evaluate("() => window.voicestack.runs.map((r) => r.result)")
+    return result
+
+
 def test_two_turns_share_one_session_and_a_new_conversation_starts_another(page: Page, web_stacks: WebStacks) -> None:
     stack = web_stacks.start(echo_script())
     open_page(page, stack.url)
@@ -161,7 +167,39 @@ def test_stop_drops_the_buffered_audio_at_once_and_closes_the_agent_stream(page:
     page.wait_for_function("window.voicestack.current?.done", timeout=WAIT_MS)
     assert page.inner_text("#status") == "Stopped."
     assert turns(page) == [{"prompt": "Talk for a while.", "answer": "A long answer.", "result": "stopped"}]
+    assert runs(page) == ["stopped"]
     assert page.is_disabled("#stop")
+
+
+def test_an_answer_stopped_while_it_plays_out_is_recorded_as_stopped(page: Page, web_stacks: WebStacks) -> None:
+    """The whole answer (5 s of audio) has arrived and is playing when Stop is pressed: its row in
+    the answers table and its turn say "stopped" (they said "ok": the stream had ended well)."""
+    stack = web_stacks.start(echo_script(5 * RATE))
+    open_page(page, stack.url)
+    ask(page, "Talk for a while.")
+    page.wait_for_function(
+        "window.voicestack.current?.done && window.voicestack.current.samplesPlayed > 0"
+        " && !window.voicestack.current.drained",
+        timeout=WAIT_MS,
+    )
+    assert runs(page) == ["ok"]  # the stream ended well; the audio still plays
+    page.click("#stop")
+    page.wait_for_function("window.voicestack.lastStop?.silentMs != null", timeout=WAIT_MS)
+
+    assert runs(page) == ["stopped"]
+    assert page.locator("#runs tbody td").nth(7).inner_text() == "stopped"
+    assert turns(page) == [
+        {"prompt": "Talk for a while.", "answer": answer_for("Talk for a while."), "result": "stopped"}
+    ]
+    assert page.get_attribute("#turns li .assistant", "data-result") == "stopped"
+    assert page.inner_text("#status") == "Stopped."
+    assert page.is_disabled("#stop")
+
+    # The next answer plays to its end and is "ok"; the stopped one stays stopped.
+    ask(page, "And now?")
+    wait_answered(page, 2)
+    assert runs(page) == ["stopped", "ok"]
+    assert [t["result"] for t in turns(page)] == ["stopped", "ok"]
 
 
 def test_a_new_question_while_one_plays_stops_it_and_answers_the_new_one(page: Page, web_stacks: WebStacks) -> None:
@@ -222,6 +260,33 @@ def test_captions_highlight_each_word_as_it_is_spoken(page: Page, web_stacks: We
     assert state == {"trail": [0, 1, 2, 3], "words": ["Hello", "streaming", "world.", "Bye."], "spoken": -1}
     assert page.inner_text("#captions") == "Hello streaming world. Bye."
     assert page.locator("#captions span.spoken").count() == 0
+
+
+# The speech model's tokens for "It keeps speaking, because it's “quoted” (really) - well... OK?"
+# and a straight-quoted "fine": misaki splits punctuation from the words, with no spacing.
+MODEL_TOKENS = [
+    "It", "keeps", "speaking", ",", "because", "it's", "“", "quoted", "”", "(", "really", ")", "-", "well",
+    ".", ".", ".", "OK", "?", "She", "said", '"', "fine", '"', "and", "'", "left", "'", ".",
+]  # fmt: skip
+MODEL_TOKENS_SPOKEN = "It keeps speaking, because it's “quoted” (really) - well... OK? She said \"fine\" and 'left'."
+
+
+def test_captions_join_punctuation_to_its_word(page: Page, web_stacks: WebStacks) -> None:
+    words = [{"word": w, "start_s": i * 0.05, "end_s": i * 0.05 + 0.04} for i, w in enumerate(MODEL_TOKENS)]
+    events = answer_events("The answer.", int(len(MODEL_TOKENS) * 0.05 * RATE), words=[(0, words)])
+    stack = web_stacks.start(paced_script(lambda _: [sse_bytes(events)]))
+    open_page(page, stack.url)
+    ask(page, "Say it.")
+    wait_answered(page, 1)
+    assert page.text_content("#captions") == MODEL_TOKENS_SPOKEN
+    # Each word keeps its own span (the highlight), punctuation included.
+    assert page.locator("#captions span").all_inner_texts() == MODEL_TOKENS
+
+    gaps = page.evaluate(
+        """async (words) => (await import("/captions.js")).captionGaps(words)""",
+        ["configured", ".", "Next", "(", "a", ")", "word"],
+    )
+    assert gaps == ["", "", " ", " ", "", "", " "]
 
 
 CAPTION_TRACK = """
