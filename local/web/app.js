@@ -11,7 +11,7 @@
 //            spokenWord, captionTrail: every word index highlighted, in order); runs: the
 //            finished answers' rows; sessionId and turns: the conversation; lastStop: {reason,
 //            silentMs, outputLatencyMs} of the last barge-in (silentMs: until the worklet confirmed
-//            silence).
+//            silence); target: the deployed runtime it speaks to (null: the local stack).
 
 import { AgentSocket } from "./agent-socket.js";
 import { captionGaps } from "./captions.js";
@@ -20,10 +20,10 @@ import { AgentStreamError } from "./events.js";
 import { invokeAgent } from "./invoke.js";
 import { StreamPlayer } from "./player.js";
 import { AnswerSession } from "./session.js";
+import { socketTargetFor } from "./socket-target.js";
 
 const INVOKE_URL = "api/invoke";
 const HEALTH_URL = "api/health";
-const SOCKET_PATH = "api/ws";
 const PROTOCOL_SAMPLE_RATE = 24000;
 
 /** @param {string} id */
@@ -60,7 +60,11 @@ const state = {
   lastStop: null,
   /** @type {AgentSocket | null} */
   socket: null,
+  /** @type {Record<string, any> | null} what the page speaks to (`GET api/health`'s `target`); null: the local stack */
+  target: null,
 };
+/** Settled once the health check has said what the page speaks to. */
+let targetKnown = /** @type {Promise<void>} */ (Promise.resolve());
 Object.assign(window, { voicestack: state });
 
 /** @param {number | null | undefined} ms */
@@ -334,14 +338,16 @@ function addRunRow(current) {
   current.runIndex = state.runs.length - 1;
 }
 
-/** The conversation's socket, (re)opened for the current session id. */
+/**
+ * The conversation's socket, (re)opened for the current session id: after a new conversation, or
+ * once the far end has closed it (AgentCore ends a session idle for 15 minutes).
+ */
 async function conversationSocket() {
+  await targetKnown;
   const session = state.conversation.sessionId;
   if (state.socket !== null && state.socket.open && state.socket.session === session) return state.socket;
   state.socket?.close();
-  const url = new URL(SOCKET_PATH, window.location.href);
-  url.protocol = url.protocol === "https:" ? "wss:" : "ws:";
-  const socket = await AgentSocket.open(url.href, session);
+  const socket = await AgentSocket.open(socketTargetFor(state.target, window.location.href), session);
   state.socket = socket;
   return socket;
 }
@@ -466,13 +472,34 @@ function newConversation() {
   showStatus("New conversation.");
 }
 
+/**
+ * Say what the page speaks to: the local stack, or a deployed runtime (stack and region).
+ * @param {Record<string, any> | null} target
+ */
+function showTarget(target) {
+  const label = $("target");
+  if (target === null) {
+    setText(label, "local");
+    return;
+  }
+  const where = target.stack !== null ? `stack ${target.stack}` : target.runtime_arn.split("/").pop();
+  setText(label, `${where} · ${target.region}`);
+  label.title = target.qualifier !== null ? `${target.runtime_arn} (${target.qualifier})` : target.runtime_arn;
+  document.title = `voicestack · ${where} (${target.region})`;
+}
+
 async function checkHealth() {
   const badge = $("health");
   try {
     const response = await fetch(HEALTH_URL, { cache: "no-store" });
     const body = await response.json();
+    state.target = body?.target ?? null;
+    showTarget(state.target);
+    // Remote: "ready" means the web server can sign; the runtime itself answers the first question.
+    const name = state.target === null ? "agent" : "AgentCore";
     badge.dataset.state = response.ok ? "ok" : "down";
-    badge.textContent = response.ok ? "agent: ready" : `agent: ${body?.error?.code ?? response.status}`;
+    badge.textContent = response.ok ? `${name}: ready` : `${name}: ${body?.error?.code ?? response.status}`;
+    badge.title = response.ok ? "" : String(body?.error?.message ?? "");
   } catch {
     badge.dataset.state = "down";
     badge.textContent = "agent: unreachable";
@@ -490,4 +517,4 @@ $("ask").addEventListener("submit", (event) => {
 $("stop").addEventListener("click", stop);
 $("new-conversation").addEventListener("click", newConversation);
 renderConversation();
-void checkHealth();
+targetKnown = checkHealth();
