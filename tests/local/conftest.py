@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Browser, Page, sync_playwright
 
-from tests.local.local_fakes import WebStacks
+from tests.local.local_fakes import RemoteStacks, WebStacks
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -35,6 +35,15 @@ def browser() -> Iterator[Browser]:
 @pytest.fixture
 def web_stacks() -> Iterator[WebStacks]:
     stacks = WebStacks()
+    try:
+        yield stacks
+    finally:
+        stacks.close()
+
+
+@pytest.fixture
+def remote_stacks(monkeypatch: pytest.MonkeyPatch) -> Iterator[RemoteStacks]:
+    stacks = RemoteStacks(monkeypatch)
     try:
         yield stacks
     finally:
