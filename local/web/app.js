@@ -117,8 +117,10 @@ function onPlayerProgress(progress) {
  */
 function silence(reason) {
   const current = state.current;
-  // An answer whose stream had ended (its row says "ok") is stopped while its audio plays out.
-  if (current !== null && current.done && !current.drained) markStopped(current);
+  // An answer whose stream had ended well (its row says "ok") is stopped while its audio plays out.
+  if (current?.done && !current.drained && current.turn.result === "ok" && current.session.stats.samplesReceived > 0) {
+    markStopped(current);
+  }
   const player = state.player;
   if (player === null) return;
   player.reset();

@@ -202,6 +202,25 @@ def test_an_answer_stopped_while_it_plays_out_is_recorded_as_stopped(page: Page,
     assert [t["result"] for t in turns(page)] == ["stopped", "ok"]
 
 
+def test_a_failed_answer_stays_failed_when_the_next_question_comes(page: Page, web_stacks: WebStacks) -> None:
+    failed = [
+        {"type": "agent_start", "mode": "stream", "model": "demo", "demo": True},
+        {"type": "error", "code": "model_error", "message": "the model stream failed"},
+    ]
+
+    async def script(payload: dict[str, Any]) -> AsyncIterator[bytes]:
+        yield sse_bytes(failed if payload["prompt"] == "Fail." else answer_events(answer_for(payload["prompt"]), 2400))
+
+    stack = web_stacks.start(script)
+    open_page(page, stack.url)
+    ask(page, "Fail.")
+    page.wait_for_function("window.voicestack.current?.done", timeout=WAIT_MS)
+    ask(page, "And now?")
+    wait_answered(page, 2)
+    assert runs(page) == ["model_error", "ok"]
+    assert [t["result"] for t in turns(page)] == ["model_error", "ok"]
+
+
 def test_a_new_question_while_one_plays_stops_it_and_answers_the_new_one(page: Page, web_stacks: WebStacks) -> None:
     closed = threading.Event()
     first = endless_answer("The first, long answer.", 5 * RATE, closed)
