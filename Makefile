@@ -35,6 +35,7 @@ help:
 	@echo "make bench-soak - 50 sessions x 20 messages with random cancels: audio lost, RSS, /ping p99"
 	@echo "make bench-hostile - pathological 5,000-character texts: /ping p50/p99/max while synthesized"
 	@echo "make lab     - latency lab: batch vs stream, side by side"
+	@echo "make page STACK=dev - the browser page on this machine, speaking to a deployed stack (PAGE_ARGS: --profile, --port)"
 	@echo "make bench-bargein - barge-in: Stop, new question, hang-up; page silent and speech server idle"
 	@echo "make bench-segmenters - sentence splitters: exact score and CPU per delta (BENCH_ARGS=--golden PATH)"
 	@echo "make bench-peers BENCH_ARGS='--peer-url URL' - this server beside Kokoro-FastAPI, one table"
@@ -126,3 +127,11 @@ bench-fused: env
 
 bench-windows: env
 	"$(PY)" -m bench.windows $(BENCH_ARGS)
+
+# The page on this machine against a deployed stack: its runtime ARN and region from `pulumi stack
+# output`, credentials from the AWS SDK's standard configuration (environment, AWS_PROFILE, SSO).
+# Extra launcher flags in PAGE_ARGS, e.g. PAGE_ARGS='--profile dev --port 8001'.
+.PHONY: page
+page: env
+	@test -n "$(STACK)" || { echo "make page needs STACK=<pulumi stack>, e.g. make page STACK=dev" >&2; exit 2; }
+	"$(PY)" -m local.webserver --remote --stack "$(STACK)" $(PAGE_ARGS)
