@@ -1,4 +1,5 @@
-"""Test doubles for the local tooling: scripted agent SSE streams and servers on free ports."""
+"""Test doubles for the local tooling: scripted agent SSE streams, servers on free ports, the
+AgentCore stand-in in a thread, and the few steps every page test takes in the browser."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
+from playwright.sync_api import Page
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
@@ -174,6 +176,51 @@ def serve(app: Any) -> Iterator[str]:
     """Run `app` with uvicorn on a free 127.0.0.1 port in a thread; yields its base URL."""
     with serve_in_thread(app) as server:
         yield server.http_url
+
+
+# --- the page, driven in the browser --------------------------------------------------------------
+
+ANSWER_WAIT_MS = 20_000
+
+
+def ask(page: Page, prompt: str) -> None:
+    page.fill("#prompt", prompt)
+    page.click("#speak")
+
+
+def wait_answered(page: Page, turns: int, timeout_ms: float = ANSWER_WAIT_MS) -> None:
+    """Until the page has `turns` turns and the last one has ended and played out."""
+    page.wait_for_function(
+        f"window.voicestack.turns.length === {turns} && window.voicestack.current?.done"
+        " && window.voicestack.current.drained",
+        timeout=timeout_ms,
+    )
+
+
+def turns(page: Page) -> list[dict[str, str]]:
+    """The conversation's turns, as the page mirrors them."""
+    result: list[dict[str, str]] = page.evaluate("() => window.voicestack.turns.map((t) => ({ ...t }))")
+    return result
+
+
+def runs(page: Page) -> list[str]:
+    """The result column of the answers table, as the page mirrors it."""
+    result: list[str] = page.evaluate("() => window.voicestack.runs.map((r) => r.result)")
+    return result
+
+
+OTHER_SITES: tuple[tuple[dict[str, str], str], ...] = (
+    (
+        {"Origin": "https://evil.example"},
+        "Origin 'https://evil.example' is not this page's (http://{host}); only this server's page may call it",
+    ),
+    ({"Origin": "null"}, "Origin 'null' is not this page's (http://{host}); only this server's page may call it"),
+    (
+        {"Sec-Fetch-Site": "cross-site"},
+        "cross-site request (Sec-Fetch-Site: cross-site); only this server's page may call it",
+    ),
+)
+"""Requests from another site's page and the guard's 403 message (`{host}`: this server's)."""
 
 
 @dataclass

@@ -13,7 +13,17 @@ from typing import Any
 import pytest
 from playwright.sync_api import Page
 
-from tests.local.local_fakes import WebStacks, paced_script, pcm_bytes, pcm_samples, sse_bytes
+from tests.local.local_fakes import (
+    WebStacks,
+    ask,
+    paced_script,
+    pcm_bytes,
+    pcm_samples,
+    runs,
+    sse_bytes,
+    turns,
+    wait_answered,
+)
 
 pytestmark = pytest.mark.browser
 
@@ -62,30 +72,6 @@ def echo_script(samples: int = 2400) -> Any:
 def open_page(page: Page, url: str) -> None:
     page.goto(url + "/")
     page.wait_for_function("document.getElementById('health').dataset.state === 'ok'")
-
-
-def ask(page: Page, prompt: str) -> None:
-    page.fill("#prompt", prompt)
-    page.click("#speak")
-
-
-def wait_answered(page: Page, turns: int) -> None:
-    page.wait_for_function(
-        f"window.voicestack.turns.length === {turns} && window.voicestack.current?.done"
-        " && window.voicestack.current.drained",
-        timeout=WAIT_MS,
-    )
-
-
-def turns(page: Page) -> list[dict[str, str]]:
-    result: list[dict[str, str]] = page.evaluate("() => window.voicestack.turns.map((t) => ({ ...t }))")
-    return result
-
-
-def runs(page: Page) -> list[str]:
-    """The result column of the answers table, as the page mirrors it."""
-    result: list[str] = page.evaluate("() => window.voicestack.runs.map((r) => r.result)")
-    return result
 
 
 def test_two_turns_share_one_session_and_a_new_conversation_starts_another(page: Page, web_stacks: WebStacks) -> None:
@@ -203,7 +189,7 @@ def test_an_answer_stopped_while_it_plays_out_is_recorded_as_stopped(page: Page,
 
 
 def test_a_failed_answer_stays_failed_when_the_next_question_comes(page: Page, web_stacks: WebStacks) -> None:
-    failed = [
+    failed: list[dict[str, Any]] = [
         {"type": "agent_start", "mode": "stream", "model": "demo", "demo": True},
         {"type": "error", "code": "model_error", "message": "the model stream failed"},
     ]

@@ -1,6 +1,6 @@
 """The page in remote mode, in headless Chromium, against the AgentCore stand-in in front of the real
 agent app and speech app: the web server holds the (temporary) credentials, signs SSE calls and
-hands out presigned wss:// URLs valid for 2 s; the page plays answers over both connections, stops
+hands out presigned wss:// URLs valid for 3 s; the page plays answers over both connections, stops
 one, keeps its socket after the URL has expired, reconnects with a new URL once AgentCore closes the
 idle socket, retries a handshake refused for an expired URL, and receives no secret anywhere."""
 
@@ -44,18 +44,23 @@ from tests.local.local_fakes import (
     REGION,
     RUNTIME_ARN,
     TEMPORARY,
+    ask,
     fake_stack,
+    runs,
     serve,
     standin_in_thread,
+    turns,
     use_sdk_environment,
+    wait_answered,
 )
 
 pytestmark = pytest.mark.browser
 
 WAIT_MS = 30_000
-EXPIRES_S = 2
-"""The presigned URLs' life here (300 s by default): short, so the page outlives one in a test."""
-IDLE_S = 4.0
+EXPIRES_S = 3
+"""The presigned URLs' life here (300 s by default): short, so the page outlives one in a test. As
+X-Amz-Date counts whole seconds, a URL lives 2 to 3 s: time enough to open it on a loaded machine."""
+IDLE_S = 6.0
 """The stand-in's idle timeout here (AgentCore's is 15 minutes)."""
 FRAME_MS = 100
 # Until the agent cuts its audio events to AgentCore's 32 KB frame limit (branch agent-contract),
@@ -142,24 +147,6 @@ def open_page(page: Page, chain: RemoteChain, transport: str) -> list[str]:
     return sockets
 
 
-def ask(page: Page, prompt: str) -> None:
-    page.fill("#prompt", prompt)
-    page.click("#speak")
-
-
-def wait_answered(page: Page, turns: int) -> None:
-    page.wait_for_function(
-        f"window.voicestack.turns.length === {turns} && window.voicestack.current?.done"
-        " && window.voicestack.current.drained",
-        timeout=WAIT_MS,
-    )
-
-
-def turns(page: Page) -> list[dict[str, str]]:
-    result: list[dict[str, str]] = page.evaluate("() => window.voicestack.turns.map((t) => ({ ...t }))")
-    return result
-
-
 def signed_at(url: str) -> float:
     stamp = parse_qs(urlsplit(url).query)["X-Amz-Date"][0]
     return time.mktime(time.strptime(stamp, "%Y%m%dT%H%M%SZ")) - time.timezone
@@ -201,13 +188,13 @@ def test_the_page_plays_stops_and_outlives_its_presigned_urls(tls_page: Page, ch
     time.sleep(max(0.0, signed_at(first) + EXPIRES_S + 1.5 - time.time()))
     assert handshake_status(first, chain) == (403, "InvalidSignatureException")
     ask(page, "And now?")
-    wait_answered(page, 2)
+    wait_answered(page, 2, WAIT_MS)
     assert len(sockets) == 1
 
     # AgentCore closes an idle session's socket; the next question opens a new one with a new URL.
     page.wait_for_function("window.voicestack.socket.open === false", timeout=(IDLE_S + 10) * 1000)
     ask(page, "Still there?")
-    wait_answered(page, 3)
+    wait_answered(page, 3, WAIT_MS)
     assert len(sockets) == 2
     assert signed_at(sockets[1]) > signed_at(first)
     for url in sockets:
@@ -226,7 +213,7 @@ def test_the_page_plays_stops_and_outlives_its_presigned_urls(tls_page: Page, ch
     stopped = turns(page)[0]["answer"]
     assert LONG.startswith(stopped)
     assert stopped != LONG
-    assert page.evaluate("window.voicestack.runs.map((r) => r.result)") == ["stopped", "ok", "ok"]
+    assert runs(page) == ["stopped", "ok", "ok"]
     assert chain.session_ids == [session, session, session]
     assert page.evaluate("window.voicestack.current.error") is None
 
@@ -252,7 +239,7 @@ def test_a_handshake_refused_for_an_expired_url_is_retried_with_a_new_one(
 
     page.route("**/api/ws-url", hand_out)
     ask(page, "Hello?")
-    wait_answered(page, 1)
+    wait_answered(page, 1, WAIT_MS)
 
     assert handed == ["stale", "fresh"]
     assert sockets[0] == stale["url"]
@@ -279,10 +266,10 @@ def test_sse_is_signed_by_the_server_and_nothing_the_page_receives_holds_a_secre
     sockets = open_page(page, chain, "sse")
     session = page.evaluate("window.voicestack.sessionId")
     ask(page, "Over SSE?")
-    wait_answered(page, 1)
+    wait_answered(page, 1, WAIT_MS)
     page.check("input[name=transport][value=websocket]")
     ask(page, "Over the socket?")
-    wait_answered(page, 2)
+    wait_answered(page, 2, WAIT_MS)
     assert [t["result"] for t in turns(page)] == ["ok", "ok"]
     assert chain.prompts == ["Over SSE?", "Over the socket?"]
     assert chain.session_ids == [session, session]
@@ -323,6 +310,6 @@ def test_a_question_over_agentcores_frame_limit_is_refused_by_the_page(tls_page:
     assert chain.prompts == []
 
     ask(page, "A short one?")
-    wait_answered(page, 2)
+    wait_answered(page, 2, WAIT_MS)
     assert [t["result"] for t in turns(page)] == ["prompt_too_large", "ok"]
     assert len(sockets) == 1  # the socket stayed open
