@@ -188,6 +188,24 @@ def test_an_answer_stopped_while_it_plays_out_is_recorded_as_stopped(page: Page,
     assert [t["result"] for t in turns(page)] == ["stopped", "ok"]
 
 
+def test_a_new_question_while_the_last_answer_plays_out_records_it_as_stopped(
+    page: Page, web_stacks: WebStacks
+) -> None:
+    stack = web_stacks.start(echo_script(5 * RATE))
+    open_page(page, stack.url)
+    ask(page, "Talk for a while.")
+    page.wait_for_function(
+        "window.voicestack.current?.done && window.voicestack.current.samplesPlayed > 0"
+        " && !window.voicestack.current.drained",
+        timeout=WAIT_MS,
+    )
+    ask(page, "Something else?")
+    page.wait_for_function("window.voicestack.turns.length === 2 && window.voicestack.current?.done", timeout=WAIT_MS)
+    assert page.evaluate("window.voicestack.lastStop.reason") == "new_question"
+    assert runs(page) == ["stopped", "ok"]
+    assert [t["result"] for t in turns(page)] == ["stopped", "ok"]
+
+
 def test_a_failed_answer_stays_failed_when_the_next_question_comes(page: Page, web_stacks: WebStacks) -> None:
     failed: list[dict[str, Any]] = [
         {"type": "agent_start", "mode": "stream", "model": "demo", "demo": True},
