@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator
+from typing import Final
 
 import httpx
 from starlette.requests import Request
@@ -20,20 +21,24 @@ from local.guard import BodyTooLarge, read_body_capped
 logger = logging.getLogger("voicestack.webserver")
 
 
+INVOCATION_EXPECTED: Final = 'POST a JSON invocation: {"prompt": ...}'
+"""What `POST /api/invoke` says to an empty body, in both modes."""
+
+
 def error_response(status_code: int, code: str, message: str) -> JSONResponse:
     """The web server's structured error body."""
     return JSONResponse({"error": {"code": code, "message": message}}, status_code=status_code)
 
 
-async def read_json_body(request: Request, limit: int, *, expected: str) -> bytes | JSONResponse:
+async def read_json_body(request: Request, limit: int, *, when_empty: str) -> bytes | JSONResponse:
     """The request's body when it is non-empty JSON of at most `limit` bytes, else the error to send
-    (413 `body_too_large`, 400 `empty_body` naming `expected`, 415 `not_json`)."""
+    (413 `body_too_large`, 400 `empty_body` saying `when_empty`, 415 `not_json`)."""
     try:
         body = await read_body_capped(request, limit)
     except BodyTooLarge as exc:
         return error_response(HTTP_413_CONTENT_TOO_LARGE, "body_too_large", str(exc))
     if not body:
-        return error_response(HTTP_400_BAD_REQUEST, "empty_body", f"POST a JSON body: {expected}")
+        return error_response(HTTP_400_BAD_REQUEST, "empty_body", when_empty)
     content_type = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
     if content_type != "application/json":
         return error_response(

@@ -39,7 +39,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route, WebSocketRoute
 from starlette.websockets import WebSocket
 
-from local.relay import error_response, read_json_body, stream_through
+from local.relay import INVOCATION_EXPECTED, error_response, read_json_body, stream_through
 from local.remote import RemoteTarget, page_view, presign_socket, session_problem, sign_invocation
 from voicestack.agentcore import SESSION_HEADER
 
@@ -47,6 +47,7 @@ logger = logging.getLogger("voicestack.webserver")
 
 MAX_SOCKET_REQUEST_BYTES: Final = 1024
 """`POST /api/ws-url` carries one session id (at most 256 characters) in a small JSON object."""
+SOCKET_REQUEST_EXPECTED: Final = 'POST a JSON body: {"session": "<session id>"}'
 CONFLICT_RETRY_S: Final = (0.2, 0.6)
 """The pause before the one retry of a 409 `RetryableConflictException` (uniform in this range):
 AgentCore answers it while a new session's microVM starts; jitter keeps retries of one page's
@@ -96,7 +97,7 @@ class RemoteApi:
         return JSONResponse({"status": "ok", "target": self.view})
 
     async def socket_url(self, request: Request) -> Response:
-        body = await read_json_body(request, MAX_SOCKET_REQUEST_BYTES, expected='{"session": "<session id>"}')
+        body = await read_json_body(request, MAX_SOCKET_REQUEST_BYTES, when_empty=SOCKET_REQUEST_EXPECTED)
         if isinstance(body, Response):
             return body
         session = _session_field(body)
@@ -112,7 +113,7 @@ class RemoteApi:
         )
 
     async def invoke(self, request: Request) -> Response:
-        body = await read_json_body(request, self.max_body_bytes, expected='{"prompt": ...}')
+        body = await read_json_body(request, self.max_body_bytes, when_empty=INVOCATION_EXPECTED)
         if isinstance(body, Response):
             return body
         headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}

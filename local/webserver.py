@@ -50,7 +50,7 @@ from starlette.types import Receive, Scope, Send
 from starlette.websockets import WebSocket
 
 from local.guard import DEFAULT_MAX_BODY_BYTES, SameOriginGuard
-from local.relay import error_response, passed_through, read_json_body, stream_through
+from local.relay import INVOCATION_EXPECTED, error_response, passed_through, read_json_body, stream_through
 from local.remote import DEFAULT_PRESIGN_EXPIRES_S, RemoteTarget, resolve_target
 from local.remote_routes import RemoteApi
 from local.ws_proxy import relay_conversation
@@ -128,7 +128,7 @@ def local_routes(config: WebServerConfig) -> list[BaseRoute]:
     agent_url = config.agent_url.rstrip("/")
 
     async def invoke(request: Request) -> Response:
-        body = await read_json_body(request, config.max_body_bytes, expected='{"prompt": ...}')
+        body = await read_json_body(request, config.max_body_bytes, when_empty=INVOCATION_EXPECTED)
         if isinstance(body, Response):
             return body
         client: httpx.AsyncClient = request.app.state.http

@@ -321,7 +321,7 @@ def test_invoke_checks_its_body_as_in_local_mode(remote_stacks: RemoteStacks) ->
         foreign = client.post("/api/invoke", json={"prompt": "hi"}, headers={"Origin": "https://evil.example"})
     assert (empty.status_code, empty.json()["error"]) == (
         400,
-        {"code": "empty_body", "message": 'POST a JSON body: {"prompt": ...}'},
+        {"code": "empty_body", "message": 'POST a JSON invocation: {"prompt": ...}'},
     )
     assert (text.status_code, text.json()["error"]["code"]) == (415, "not_json")
     assert (foreign.status_code, foreign.json()["error"]["code"]) == (403, "cross_origin")
