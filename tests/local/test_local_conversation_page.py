@@ -157,9 +157,8 @@ def test_stop_drops_the_buffered_audio_at_once_and_closes_the_agent_stream(page:
     assert page.is_disabled("#stop")
 
 
-def test_an_answer_stopped_while_it_plays_out_is_recorded_as_stopped(page: Page, web_stacks: WebStacks) -> None:
-    """The whole answer (5 s of audio) has arrived and is playing when Stop is pressed: its row in
-    the answers table and its turn say "stopped" (they said "ok": the stream had ended well)."""
+def playing_out(page: Page, web_stacks: WebStacks) -> None:
+    """Ask for a 5 s answer; return once all of it has arrived and it is playing."""
     stack = web_stacks.start(echo_script(5 * RATE))
     open_page(page, stack.url)
     ask(page, "Talk for a while.")
@@ -168,6 +167,12 @@ def test_an_answer_stopped_while_it_plays_out_is_recorded_as_stopped(page: Page,
         " && !window.voicestack.current.drained",
         timeout=WAIT_MS,
     )
+
+
+def test_an_answer_stopped_while_it_plays_out_is_recorded_as_stopped(page: Page, web_stacks: WebStacks) -> None:
+    """The whole answer (5 s of audio) has arrived and is playing when Stop is pressed: its row in
+    the answers table and its turn say "stopped" (they said "ok": the stream had ended well)."""
+    playing_out(page, web_stacks)
     assert runs(page) == ["ok"]  # the stream ended well; the audio still plays
     page.click("#stop")
     page.wait_for_function("window.voicestack.lastStop?.silentMs != null", timeout=WAIT_MS)
@@ -191,14 +196,7 @@ def test_an_answer_stopped_while_it_plays_out_is_recorded_as_stopped(page: Page,
 def test_a_new_question_while_the_last_answer_plays_out_records_it_as_stopped(
     page: Page, web_stacks: WebStacks
 ) -> None:
-    stack = web_stacks.start(echo_script(5 * RATE))
-    open_page(page, stack.url)
-    ask(page, "Talk for a while.")
-    page.wait_for_function(
-        "window.voicestack.current?.done && window.voicestack.current.samplesPlayed > 0"
-        " && !window.voicestack.current.drained",
-        timeout=WAIT_MS,
-    )
+    playing_out(page, web_stacks)
     ask(page, "Something else?")
     page.wait_for_function("window.voicestack.turns.length === 2 && window.voicestack.current?.done", timeout=WAIT_MS)
     assert page.evaluate("window.voicestack.lastStop.reason") == "new_question"
