@@ -1,4 +1,5 @@
-// The conversation over one WebSocket (the web server relays it to the agent's `WS /ws`).
+// The conversation over one WebSocket: the web server's relay to the local agent's `WS /ws`, or a
+// deployed runtime's `/ws` itself (`socket-target.js` says where and how to authenticate).
 //
 // Up: {"type": "prompt", prompt, mode} and {"type": "stop"}. Down: the agent's events, each with
 // its `turn` (1, 2, ... per connection), and {"type": "turn_stopped", turn} once a stopped turn's
@@ -19,14 +20,18 @@ export class AgentSocket {
   #lastTurn = 0;
   /** The conversation's session id this socket was opened for. */
   session;
+  /** Largest message the far end takes (AgentCore closes the connection on a larger one). */
+  #maxFrameBytes;
 
   /**
-   * @param {WebSocket} ws
+   * @param {WebSocket} ws  an open socket
    * @param {string} session
+   * @param {number} maxFrameBytes
    */
-  constructor(ws, session) {
+  constructor(ws, session, maxFrameBytes) {
     this.#ws = ws;
     this.session = session;
+    this.#maxFrameBytes = maxFrameBytes;
     ws.onmessage = (event) => {
       this.#inbox.push(String(event.data));
       this.#wake?.();
@@ -38,18 +43,24 @@ export class AgentSocket {
   }
 
   /**
-   * @param {string} url  ws:// URL of the relay
-   * @param {string} session  the conversation's session id (sent as the `session` query parameter)
+   * Open a socket for `session`: each try with a fresh endpoint from `target` (a presigned URL is
+   * good for one handshake's worth of time), up to `target.attempts` tries.
+   * @param {import("./socket-target.js").SocketTarget} target
+   * @param {string} session  the conversation's session id
    * @returns {Promise<AgentSocket>}
    */
-  static open(url, session) {
-    return new Promise((resolve, reject) => {
-      const full = new URL(url);
-      full.searchParams.set("session", session);
-      const ws = new WebSocket(full.href);
-      ws.onopen = () => resolve(new AgentSocket(ws, session));
-      ws.onerror = () => reject(new AgentStreamError("socket_unavailable", `cannot open ${url}`));
-    });
+  static async open(target, session) {
+    let failure = null;
+    for (let attempt = 0; attempt < target.attempts; attempt += 1) {
+      const endpoint = await target.endpoint(session);
+      try {
+        const ws = await handshake(endpoint);
+        return new AgentSocket(ws, session, target.maxFrameBytes);
+      } catch (err) {
+        failure = err;
+      }
+    }
+    throw failure;
   }
 
   get open() {
@@ -74,7 +85,15 @@ export class AgentSocket {
     };
     signal.addEventListener("abort", onAbort, { once: true });
     try {
-      this.#ws.send(JSON.stringify({ type: "prompt", ...request }));
+      const prompt = JSON.stringify({ type: "prompt", ...request });
+      const size = new TextEncoder().encode(prompt).length;
+      if (size > this.#maxFrameBytes) {
+        throw new AgentStreamError(
+          "prompt_too_large",
+          `the question is ${size} bytes as a WebSocket message; the runtime takes at most ${this.#maxFrameBytes}`,
+        );
+      }
+      this.#ws.send(prompt);
       let turn = 0;
       for (;;) {
         const data = await this.#next(signal);
@@ -114,4 +133,21 @@ export class AgentSocket {
       this.#wake = null;
     }
   }
+}
+
+/**
+ * Open one WebSocket; rejects when the handshake fails (the browser does not say why).
+ * @param {import("./socket-target.js").SocketEndpoint} endpoint
+ * @returns {Promise<WebSocket>}
+ */
+function handshake({ url, protocols }) {
+  return new Promise((resolve, reject) => {
+    const ws = new WebSocket(url, protocols);
+    ws.onopen = () => resolve(ws);
+    ws.onerror = () => {
+      // Only the origin and path: a presigned URL's query is a signature, of no use in a message.
+      const where = new URL(url);
+      reject(new AgentStreamError("socket_unavailable", `cannot open ${where.origin}${where.pathname}`));
+    };
+  });
 }

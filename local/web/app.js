@@ -11,18 +11,19 @@
 //            spokenWord, captionTrail: every word index highlighted, in order); runs: the
 //            finished answers' rows; sessionId and turns: the conversation; lastStop: {reason,
 //            silentMs, outputLatencyMs} of the last barge-in (silentMs: until the worklet confirmed
-//            silence).
+//            silence); target: the deployed runtime it speaks to (null: the local stack).
 
 import { AgentSocket } from "./agent-socket.js";
+import { captionGaps } from "./captions.js";
 import { Conversation } from "./conversation.js";
 import { AgentStreamError } from "./events.js";
 import { invokeAgent } from "./invoke.js";
 import { StreamPlayer } from "./player.js";
 import { AnswerSession } from "./session.js";
+import { socketTargetFor } from "./socket-target.js";
 
 const INVOKE_URL = "api/invoke";
 const HEALTH_URL = "api/health";
-const SOCKET_PATH = "api/ws";
 const PROTOCOL_SAMPLE_RATE = 24000;
 
 /** @param {string} id */
@@ -59,7 +60,11 @@ const state = {
   lastStop: null,
   /** @type {AgentSocket | null} */
   socket: null,
+  /** @type {Record<string, any> | null} what the page speaks to (`GET api/health`'s `target`); null: the local stack */
+  target: null,
 };
+/** Settled once the health check has said what the page speaks to. */
+let targetKnown = /** @type {Promise<void>} */ (Promise.resolve());
 Object.assign(window, { voicestack: state });
 
 /** @param {number | null | undefined} ms */
@@ -111,6 +116,11 @@ function onPlayerProgress(progress) {
  * @param {string} reason  "stop" or "new_question"
  */
 function silence(reason) {
+  const current = state.current;
+  // An answer whose stream had ended well (its row says "ok") is stopped while its audio plays out.
+  if (current?.done && !current.drained && current.turn.result === "ok" && current.session.stats.samplesReceived > 0) {
+    markStopped(current);
+  }
   const player = state.player;
   if (player === null) return;
   player.reset();
@@ -161,8 +171,12 @@ function renderCaptions(current) {
         return span;
       }),
     );
-    // Spaces between the words, outside the spans, so only the word itself is highlighted.
-    for (const span of [...box.children].slice(1)) span.before(" ");
+    // Spaces between the words, outside the spans, so only the word itself is highlighted; none
+    // where punctuation hugs a word (`captionGaps`).
+    const gaps = captionGaps(words.map((/** @type {{word: string}} */ w) => w.word));
+    [...box.children].forEach((span, i) => {
+      if (gaps[i] !== "") span.before(gaps[i]);
+    });
     box.dataset.spoken = "-1";
   }
   // Only the two spans whose highlight changes are touched (see `setText`).
@@ -269,7 +283,31 @@ function showError(error) {
   box.textContent = error === null ? "" : `${error.code}: ${error.message}`;
 }
 
-/** @param {Record<string, any>} current */
+/**
+ * The answer was stopped after its stream had ended, while its audio played out: its turn and its
+ * row in the answers table (written when the stream ended) now say so.
+ * @param {Record<string, any>} current
+ */
+function markStopped(current) {
+  current.turn.result = "stopped";
+  if (current.runIndex !== null) {
+    state.runs[current.runIndex].result = "stopped";
+    const cell = $("runs").querySelector("tbody")?.children[current.runIndex]?.lastElementChild;
+    if (cell) cell.textContent = "stopped";
+  }
+  renderConversation();
+  if (state.current === current) {
+    showStatus("Stopped.");
+    $("stop").toggleAttribute("disabled", true);
+  }
+}
+
+/**
+ * Add the answer's row to the answers table; its result is the turn's ("ok", "stopped" or an error
+ * code). Its index is kept on `current.runIndex`, so that a stop during the play-out can still
+ * change it.
+ * @param {Record<string, any>} current
+ */
 function addRunRow(current) {
   const stats = current.session.stats;
   const row = {
@@ -279,7 +317,7 @@ function addRunRow(current) {
     playbackStartMs: current.playbackStartMs,
     audioSeconds: stats.samplesReceived / (state.player?.sampleRate ?? PROTOCOL_SAMPLE_RATE),
     underruns: current.underruns,
-    result: stats.error ? stats.error.code : "ok",
+    result: current.turn.result,
   };
   state.runs.push(row);
   const tr = document.createElement("tr");
@@ -299,16 +337,19 @@ function addRunRow(current) {
     tr.append(td);
   }
   $("runs").querySelector("tbody")?.append(tr);
+  current.runIndex = state.runs.length - 1;
 }
 
-/** The conversation's socket, (re)opened for the current session id. */
+/**
+ * The conversation's socket, (re)opened for the current session id: after a new conversation, or
+ * once the far end has closed it (AgentCore ends a session idle for 15 minutes).
+ */
 async function conversationSocket() {
+  await targetKnown;
   const session = state.conversation.sessionId;
   if (state.socket !== null && state.socket.open && state.socket.session === session) return state.socket;
   state.socket?.close();
-  const url = new URL(SOCKET_PATH, window.location.href);
-  url.protocol = url.protocol === "https:" ? "wss:" : "ws:";
-  const socket = await AgentSocket.open(url.href, session);
+  const socket = await AgentSocket.open(socketTargetFor(state.target, window.location.href), session);
   state.socket = socket;
   return socket;
 }
@@ -372,6 +413,8 @@ async function ask(prompt, mode, transport = "sse") {
     /** @type {number | null} */
     drainedMs: null,
     error: null,
+    /** @type {number | null} its row in the answers table (`state.runs`) */
+    runIndex: null,
   };
   state.current = current;
   showError(null);
@@ -431,13 +474,34 @@ function newConversation() {
   showStatus("New conversation.");
 }
 
+/**
+ * Say what the page speaks to: the local stack, or a deployed runtime (stack and region).
+ * @param {Record<string, any> | null} target
+ */
+function showTarget(target) {
+  const label = $("target");
+  if (target === null) {
+    setText(label, "local");
+    return;
+  }
+  const where = target.stack !== null ? `stack ${target.stack}` : target.runtime_arn.split("/").pop();
+  setText(label, `${where} · ${target.region}`);
+  label.title = target.qualifier !== null ? `${target.runtime_arn} (${target.qualifier})` : target.runtime_arn;
+  document.title = `voicestack · ${where} (${target.region})`;
+}
+
 async function checkHealth() {
   const badge = $("health");
   try {
     const response = await fetch(HEALTH_URL, { cache: "no-store" });
     const body = await response.json();
+    state.target = body?.target ?? null;
+    showTarget(state.target);
+    // Remote: "ready" means the web server can sign; the runtime itself answers the first question.
+    const name = state.target === null ? "agent" : "AgentCore";
     badge.dataset.state = response.ok ? "ok" : "down";
-    badge.textContent = response.ok ? "agent: ready" : `agent: ${body?.error?.code ?? response.status}`;
+    badge.textContent = response.ok ? `${name}: ready` : `${name}: ${body?.error?.code ?? response.status}`;
+    badge.title = response.ok ? "" : String(body?.error?.message ?? "");
   } catch {
     badge.dataset.state = "down";
     badge.textContent = "agent: unreachable";
@@ -455,4 +519,4 @@ $("ask").addEventListener("submit", (event) => {
 $("stop").addEventListener("click", stop);
 $("new-conversation").addEventListener("click", newConversation);
 renderConversation();
-void checkHealth();
+targetKnown = checkHealth();

@@ -46,3 +46,37 @@ export class CaptionTrack {
     return -1;
   }
 }
+
+// Punctuation that hugs the word before it (no space before), the word after it (no space after),
+// and straight quotes, which open and close in turn.
+const CLOSING = /^[.,;:!?…%)\]}”’»]+$/u;
+const OPENING = /^[([{“‘«¿¡]+$/u;
+const STRAIGHT_QUOTES = new Set(['"', "'"]);
+
+/**
+ * What goes before each caption word ("" or " "): the speech model's tokens split punctuation from
+ * the words ("speaking", ",", "because") and carry no spacing (the `words` event has none), so it
+ * is put back from the punctuation itself: no space before closing punctuation or after opening
+ * punctuation; a lone straight quote opens, the next one of its kind closes.
+ * @param {string[]} words
+ * @returns {string[]}
+ */
+export function captionGaps(words) {
+  /** @type {Set<string>} straight quotes open so far */
+  const open = new Set();
+  let glued = true; // the first word has nothing before it
+  return words.map((word) => {
+    let gap = glued ? "" : " ";
+    glued = OPENING.test(word);
+    if (STRAIGHT_QUOTES.has(word)) {
+      if (open.delete(word)) gap = "";
+      else {
+        open.add(word);
+        glued = true;
+      }
+    } else if (CLOSING.test(word)) {
+      gap = "";
+    }
+    return gap;
+  });
+}

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from playwright.sync_api import Browser, Page, sync_playwright
 
-from tests.local.local_fakes import WebStacks
+from tests.local.local_fakes import RemoteStacks, WebStacks
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -42,15 +43,23 @@ def web_stacks() -> Iterator[WebStacks]:
 
 
 @pytest.fixture
+def remote_stacks(monkeypatch: pytest.MonkeyPatch) -> Iterator[RemoteStacks]:
+    stacks = RemoteStacks(monkeypatch)
+    try:
+        yield stacks
+    finally:
+        stacks.close()
+
+
+@pytest.fixture
 def page_problems() -> list[str]:
     """Console errors and uncaught exceptions of `page`; a test that expects one removes it."""
     return []
 
 
-@pytest.fixture
-def page(browser: Browser, page_problems: list[str]) -> Iterator[Page]:
+def watched_page(browser: Browser, page_problems: list[str], **context_options: Any) -> Iterator[Page]:
     """A fresh page; console errors and uncaught exceptions left in `page_problems` fail the test."""
-    context = browser.new_context()
+    context = browser.new_context(**context_options)
     page = context.new_page()
     page.on("pageerror", lambda exc: page_problems.append(f"uncaught: {exc}"))
     page.on(
@@ -61,3 +70,14 @@ def page(browser: Browser, page_problems: list[str]) -> Iterator[Page]:
     finally:
         context.close()
     assert page_problems == [], page_problems
+
+
+@pytest.fixture
+def page(browser: Browser, page_problems: list[str]) -> Iterator[Page]:
+    yield from watched_page(browser, page_problems)
+
+
+@pytest.fixture
+def tls_page(browser: Browser, page_problems: list[str]) -> Iterator[Page]:
+    """`page` that accepts the AgentCore stand-in's throwaway certificate (its wss:// and https://)."""
+    yield from watched_page(browser, page_problems, ignore_https_errors=True)

@@ -1,22 +1,34 @@
-"""Test doubles for the local tooling: scripted agent SSE streams and servers on free ports."""
+"""Test doubles for the local tooling: scripted agent SSE streams, servers on free ports, the
+AgentCore stand-in in a thread, and the few steps every page test takes in the browser."""
 
 from __future__ import annotations
 
 import asyncio
 import base64
 import json
+import queue
+import threading
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import AbstractContextManager, ExitStack, contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+import pytest
+from playwright.sync_api import Page
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
-from starlette.routing import Route
+from starlette.routing import Route, WebSocketRoute
+from starlette.websockets import WebSocket
 
+from local.agentcore_standin import AgentCoreStandInInfo, run_agentcore_standin
+from local.remote import REGION_OUTPUT, RUNTIME_ARN_OUTPUT, RemoteTarget, resolve_target
+from local.standin.agentcore_auth import TEST_PRINCIPALS, Principal
+from local.standin.agentcore_routing import AgentCoreConfig
 from local.threaded_server import serve_in_thread
-from local.webserver import WebServerConfig, create_app
+from local.webserver import RemoteChoice, WebServerConfig, create_app
+from voicestack.cli import UsageError
+from voicestack.pulumi_stack import StackView
 
 SAMPLE_RATE = 24_000
 
@@ -104,7 +116,8 @@ Script = Callable[[dict[str, Any]], AsyncIterator[bytes]]
 
 @dataclass
 class FakeAgent:
-    """An AgentCore-shaped app (`POST /invocations`, `GET /ping`) that plays a scripted stream.
+    """An AgentCore-shaped app (`POST /invocations`, `GET /ping`, `WS /ws`) that plays a scripted
+    stream and echoes WebSocket messages.
 
     `script(request_json)` yields the raw body pieces, each written as it is yielded.
     """
@@ -126,7 +139,24 @@ class FakeAgent:
                 return JSONResponse({"status": "Unhealthy"}, status_code=503)
             return JSONResponse({"status": "Healthy"})
 
-        return Starlette(routes=[Route("/invocations", invocations, methods=["POST"]), Route("/ping", ping)])
+        async def ws(websocket: WebSocket) -> None:
+            # Echoes each text message (`WS /ws` of the AgentCore contract, minus the agent).
+            self.session_ids.append(websocket.headers.get("x-amzn-bedrock-agentcore-runtime-session-id"))
+            await websocket.accept()
+            while True:
+                message = await websocket.receive()
+                if message["type"] == "websocket.disconnect":
+                    return
+                if message.get("text") is not None:
+                    await websocket.send_text(f"echo:{message['text']}")
+
+        return Starlette(
+            routes=[
+                Route("/invocations", invocations, methods=["POST"]),
+                Route("/ping", ping),
+                WebSocketRoute("/ws", ws),
+            ]
+        )
 
 
 def paced_script(pieces_for: Callable[[dict[str, Any]], list[bytes]], delay_s: float = 0.0) -> Script:
@@ -146,6 +176,51 @@ def serve(app: Any) -> Iterator[str]:
     """Run `app` with uvicorn on a free 127.0.0.1 port in a thread; yields its base URL."""
     with serve_in_thread(app) as server:
         yield server.http_url
+
+
+# --- the page, driven in the browser --------------------------------------------------------------
+
+ANSWER_WAIT_MS = 20_000
+
+
+def ask(page: Page, prompt: str) -> None:
+    page.fill("#prompt", prompt)
+    page.click("#speak")
+
+
+def wait_answered(page: Page, turns: int, timeout_ms: float = ANSWER_WAIT_MS) -> None:
+    """Until the page has `turns` turns and the last one has ended and played out."""
+    page.wait_for_function(
+        f"window.voicestack.turns.length === {turns} && window.voicestack.current?.done"
+        " && window.voicestack.current.drained",
+        timeout=timeout_ms,
+    )
+
+
+def turns(page: Page) -> list[dict[str, str]]:
+    """The conversation's turns, as the page mirrors them."""
+    result: list[dict[str, str]] = page.evaluate("() => window.voicestack.turns.map((t) => ({ ...t }))")
+    return result
+
+
+def runs(page: Page) -> list[str]:
+    """The result column of the answers table, as the page mirrors it."""
+    result: list[str] = page.evaluate("() => window.voicestack.runs.map((r) => r.result)")
+    return result
+
+
+OTHER_SITES: tuple[tuple[dict[str, str], str], ...] = (
+    (
+        {"Origin": "https://evil.example"},
+        "Origin 'https://evil.example' is not this page's (http://{host}); only this server's page may call it",
+    ),
+    ({"Origin": "null"}, "Origin 'null' is not this page's (http://{host}); only this server's page may call it"),
+    (
+        {"Sec-Fetch-Site": "cross-site"},
+        "cross-site request (Sec-Fetch-Site: cross-site); only this server's page may call it",
+    ),
+)
+"""Requests from another site's page and the guard's 403 message (`{host}`: this server's)."""
 
 
 @dataclass
@@ -175,6 +250,142 @@ class WebStacks:
     def start_web(self, agent_url: str) -> str:
         """Only the web server, in front of whatever listens (or not) at `agent_url`."""
         return self._exit.enter_context(serve(create_app(WebServerConfig(agent_url=agent_url))))
+
+    def close(self) -> None:
+        self._exit.close()
+
+
+# --- remote mode: the AgentCore stand-in and the SDK environment ----------------------------------
+
+RUNTIME_ARN = "arn:aws:bedrock-agentcore:us-east-1:000000000000:runtime/voicestack_page-abcdefghij"
+REGION = "us-east-1"
+ONE_EVENT = b'data: {"type": "agent_end"}\n\n'
+TEMPORARY = Principal(
+    "voicestack-page",
+    "ASIAPAGEREMOTETEST00",
+    "page-remote-test-secret-never-in-the-browser",
+    session_token="page-remote-test-session-token",
+)
+"""Temporary credentials (a session token, as SSO and assumed roles give) allowed both routes."""
+
+
+@contextmanager
+def standin_in_thread(config: AgentCoreConfig) -> Iterator[AgentCoreStandInInfo]:
+    """The AgentCore stand-in on its own event loop in a thread, until the block exits (the page
+    tests drive Chromium synchronously on the main thread)."""
+    ready: queue.Queue[AgentCoreStandInInfo | BaseException] = queue.Queue()
+    loop = asyncio.new_event_loop()
+    stop = asyncio.Event()
+
+    async def serve() -> None:
+        try:
+            async with run_agentcore_standin(config) as info:
+                ready.put(info)
+                await stop.wait()
+        except BaseException as exc:  # handed to the waiting test, which raises it
+            ready.put(exc)
+            raise
+
+    thread = threading.Thread(target=loop.run_until_complete, args=(serve(),), name="agentcore-standin", daemon=True)
+    thread.start()
+    started = ready.get(timeout=30)
+    if isinstance(started, BaseException):
+        thread.join(5)
+        raise RuntimeError("the AgentCore stand-in did not start") from started
+    try:
+        yield started
+    finally:
+        loop.call_soon_threadsafe(stop.set)
+        thread.join(10)
+        loop.close()
+
+
+def use_sdk_environment(
+    monkeypatch: pytest.MonkeyPatch, standin: AgentCoreStandInInfo | None, principal: Principal | None
+) -> None:
+    """What a user of the stand-in exports (endpoint override, its CA, credentials), and nothing of
+    this machine's own AWS configuration; `principal=None`: no credentials anywhere."""
+    for key in ("AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_SESSION_TOKEN", "AWS_REGION", "AWS_CA_BUNDLE"):
+        monkeypatch.delenv(key, raising=False)
+    for key in ("AWS_ENDPOINT_URL_BEDROCK_AGENTCORE", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+        monkeypatch.delenv(key, raising=False)
+    monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent/aws-config")
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent/aws-credentials")
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", REGION)
+    if standin is not None:
+        monkeypatch.setenv("AWS_ENDPOINT_URL_BEDROCK_AGENTCORE", standin.url)
+        monkeypatch.setenv("AWS_CA_BUNDLE", str(standin.ca_path))
+    if principal is not None:
+        monkeypatch.setenv("AWS_ACCESS_KEY_ID", principal.access_key)
+        monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", principal.secret_key)
+        if principal.session_token is not None:
+            monkeypatch.setenv("AWS_SESSION_TOKEN", principal.session_token)
+
+
+def fake_stack(name: str, outputs: dict[str, Any]) -> Callable[[str], StackView]:
+    """A stack reader (`pulumi stack output --json`) that knows one stack."""
+
+    def read(stack: str) -> StackView:
+        if stack != name:
+            raise UsageError(f"--stack {stack}: no such stack")
+        return StackView(name=name, outputs=outputs, config={})
+
+    return read
+
+
+@dataclass
+class RemoteStack:
+    """The page's web server in remote mode, the AgentCore stand-in, the agent behind it."""
+
+    url: str
+    agent: FakeAgent
+    standin: AgentCoreStandInInfo
+    target: RemoteTarget
+
+
+class RemoteStacks:
+    """Starts remote-mode stacks for a test (its SDK environment set) and stops them at its end."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self._exit = ExitStack()
+        self._monkeypatch = monkeypatch
+
+    def start(
+        self,
+        script: Script | None = None,
+        *,
+        principal: Principal | None = TEMPORARY,
+        presign_expires_s: int = 300,
+        stack: str | None = None,
+        runtime_arn: str = RUNTIME_ARN,
+        **standin_options: Any,
+    ) -> RemoteStack:
+        """The agent answers `script` (default: ONE_EVENT); `principal` signs (None: no
+        credentials); the stand-in serves `RUNTIME_ARN` (the
+        target may name another, `runtime_arn`) for its test principals and TEMPORARY."""
+        agent = FakeAgent(script or paced_script(lambda _: [ONE_EVENT]))
+        agent_url = self._exit.enter_context(serve(agent.app()))
+        config = AgentCoreConfig(
+            runtimes={RUNTIME_ARN: agent_url},
+            region=REGION,
+            principals=(TEMPORARY, *TEST_PRINCIPALS),
+            **standin_options,
+        )
+        standin = self._exit.enter_context(standin_in_thread(config))
+        use_sdk_environment(self._monkeypatch, standin, principal)
+        if stack is None:
+            target = resolve_target(stack=None, runtime_arn=runtime_arn)
+        else:
+            outputs = {RUNTIME_ARN_OUTPUT: runtime_arn, REGION_OUTPUT: REGION}
+            target = resolve_target(stack=stack, runtime_arn=None, read=fake_stack(stack, outputs))
+        url = self._exit.enter_context(self.web(target, presign_expires_s=presign_expires_s))
+        return RemoteStack(url=url, agent=agent, standin=standin, target=target)
+
+    def web(self, target: RemoteTarget, *, presign_expires_s: int = 300) -> AbstractContextManager[str]:
+        """A web server in remote mode for `target` (from `serve`: yields its base URL)."""
+        choice = RemoteChoice(runtime_arn=target.runtime_arn, presign_expires_s=presign_expires_s)
+        return serve(create_app(WebServerConfig(remote=choice), target))
 
     def close(self) -> None:
         self._exit.close()

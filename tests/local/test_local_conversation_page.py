@@ -13,7 +13,17 @@ from typing import Any
 import pytest
 from playwright.sync_api import Page
 
-from tests.local.local_fakes import WebStacks, paced_script, pcm_bytes, pcm_samples, sse_bytes
+from tests.local.local_fakes import (
+    WebStacks,
+    ask,
+    paced_script,
+    pcm_bytes,
+    pcm_samples,
+    runs,
+    sse_bytes,
+    turns,
+    wait_answered,
+)
 
 pytestmark = pytest.mark.browser
 
@@ -62,24 +72,6 @@ def echo_script(samples: int = 2400) -> Any:
 def open_page(page: Page, url: str) -> None:
     page.goto(url + "/")
     page.wait_for_function("document.getElementById('health').dataset.state === 'ok'")
-
-
-def ask(page: Page, prompt: str) -> None:
-    page.fill("#prompt", prompt)
-    page.click("#speak")
-
-
-def wait_answered(page: Page, turns: int) -> None:
-    page.wait_for_function(
-        f"window.voicestack.turns.length === {turns} && window.voicestack.current?.done"
-        " && window.voicestack.current.drained",
-        timeout=WAIT_MS,
-    )
-
-
-def turns(page: Page) -> list[dict[str, str]]:
-    result: list[dict[str, str]] = page.evaluate("() => window.voicestack.turns.map((t) => ({ ...t }))")
-    return result
 
 
 def test_two_turns_share_one_session_and_a_new_conversation_starts_another(page: Page, web_stacks: WebStacks) -> None:
@@ -161,7 +153,74 @@ def test_stop_drops_the_buffered_audio_at_once_and_closes_the_agent_stream(page:
     page.wait_for_function("window.voicestack.current?.done", timeout=WAIT_MS)
     assert page.inner_text("#status") == "Stopped."
     assert turns(page) == [{"prompt": "Talk for a while.", "answer": "A long answer.", "result": "stopped"}]
+    assert runs(page) == ["stopped"]
     assert page.is_disabled("#stop")
+
+
+def playing_out(page: Page, web_stacks: WebStacks) -> None:
+    """Ask for a 5 s answer; return once all of it has arrived and it is playing."""
+    stack = web_stacks.start(echo_script(5 * RATE))
+    open_page(page, stack.url)
+    ask(page, "Talk for a while.")
+    page.wait_for_function(
+        "window.voicestack.current?.done && window.voicestack.current.samplesPlayed > 0"
+        " && !window.voicestack.current.drained",
+        timeout=WAIT_MS,
+    )
+
+
+def test_an_answer_stopped_while_it_plays_out_is_recorded_as_stopped(page: Page, web_stacks: WebStacks) -> None:
+    """The whole answer (5 s of audio) has arrived and is playing when Stop is pressed: its row in
+    the answers table and its turn say "stopped" (they said "ok": the stream had ended well)."""
+    playing_out(page, web_stacks)
+    assert runs(page) == ["ok"]  # the stream ended well; the audio still plays
+    page.click("#stop")
+    page.wait_for_function("window.voicestack.lastStop?.silentMs != null", timeout=WAIT_MS)
+
+    assert runs(page) == ["stopped"]
+    assert page.locator("#runs tbody td").nth(7).inner_text() == "stopped"
+    assert turns(page) == [
+        {"prompt": "Talk for a while.", "answer": answer_for("Talk for a while."), "result": "stopped"}
+    ]
+    assert page.get_attribute("#turns li .assistant", "data-result") == "stopped"
+    assert page.inner_text("#status") == "Stopped."
+    assert page.is_disabled("#stop")
+
+    # The next answer plays to its end and is "ok"; the stopped one stays stopped.
+    ask(page, "And now?")
+    wait_answered(page, 2)
+    assert runs(page) == ["stopped", "ok"]
+    assert [t["result"] for t in turns(page)] == ["stopped", "ok"]
+
+
+def test_a_new_question_while_the_last_answer_plays_out_records_it_as_stopped(
+    page: Page, web_stacks: WebStacks
+) -> None:
+    playing_out(page, web_stacks)
+    ask(page, "Something else?")
+    page.wait_for_function("window.voicestack.turns.length === 2 && window.voicestack.current?.done", timeout=WAIT_MS)
+    assert page.evaluate("window.voicestack.lastStop.reason") == "new_question"
+    assert runs(page) == ["stopped", "ok"]
+    assert [t["result"] for t in turns(page)] == ["stopped", "ok"]
+
+
+def test_a_failed_answer_stays_failed_when_the_next_question_comes(page: Page, web_stacks: WebStacks) -> None:
+    failed: list[dict[str, Any]] = [
+        {"type": "agent_start", "mode": "stream", "model": "demo", "demo": True},
+        {"type": "error", "code": "model_error", "message": "the model stream failed"},
+    ]
+
+    async def script(payload: dict[str, Any]) -> AsyncIterator[bytes]:
+        yield sse_bytes(failed if payload["prompt"] == "Fail." else answer_events(answer_for(payload["prompt"]), 2400))
+
+    stack = web_stacks.start(script)
+    open_page(page, stack.url)
+    ask(page, "Fail.")
+    page.wait_for_function("window.voicestack.current?.done", timeout=WAIT_MS)
+    ask(page, "And now?")
+    wait_answered(page, 2)
+    assert runs(page) == ["model_error", "ok"]
+    assert [t["result"] for t in turns(page)] == ["model_error", "ok"]
 
 
 def test_a_new_question_while_one_plays_stops_it_and_answers_the_new_one(page: Page, web_stacks: WebStacks) -> None:
@@ -222,6 +281,33 @@ def test_captions_highlight_each_word_as_it_is_spoken(page: Page, web_stacks: We
     assert state == {"trail": [0, 1, 2, 3], "words": ["Hello", "streaming", "world.", "Bye."], "spoken": -1}
     assert page.inner_text("#captions") == "Hello streaming world. Bye."
     assert page.locator("#captions span.spoken").count() == 0
+
+
+# The speech model's tokens for "It keeps speaking, because it's “quoted” (really) - well... OK?"
+# and a straight-quoted "fine": misaki splits punctuation from the words, with no spacing.
+MODEL_TOKENS = [
+    "It", "keeps", "speaking", ",", "because", "it's", "“", "quoted", "”", "(", "really", ")", "-", "well",
+    ".", ".", ".", "OK", "?", "She", "said", '"', "fine", '"', "and", "'", "left", "'", ".",
+]  # fmt: skip
+MODEL_TOKENS_SPOKEN = "It keeps speaking, because it's “quoted” (really) - well... OK? She said \"fine\" and 'left'."
+
+
+def test_captions_join_punctuation_to_its_word(page: Page, web_stacks: WebStacks) -> None:
+    words = [{"word": w, "start_s": i * 0.05, "end_s": i * 0.05 + 0.04} for i, w in enumerate(MODEL_TOKENS)]
+    events = answer_events("The answer.", int(len(MODEL_TOKENS) * 0.05 * RATE), words=[(0, words)])
+    stack = web_stacks.start(paced_script(lambda _: [sse_bytes(events)]))
+    open_page(page, stack.url)
+    ask(page, "Say it.")
+    wait_answered(page, 1)
+    assert page.text_content("#captions") == MODEL_TOKENS_SPOKEN
+    # Each word keeps its own span (the highlight), punctuation included.
+    assert page.locator("#captions span").all_inner_texts() == MODEL_TOKENS
+
+    gaps = page.evaluate(
+        """async (words) => (await import("/captions.js")).captionGaps(words)""",
+        ["configured", ".", "Next", "(", "a", ")", "word"],
+    )
+    assert gaps == ["", "", " ", " ", "", "", " "]
 
 
 CAPTION_TRACK = """

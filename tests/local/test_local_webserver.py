@@ -17,7 +17,7 @@ from starlette.routing import Route
 
 from local.guard import host_problem
 from local.webserver import WebServerConfig, parse_args
-from tests.local.local_fakes import WebStacks, paced_script, serve
+from tests.local.local_fakes import OTHER_SITES, WebStacks, paced_script, serve
 
 
 def closed_port() -> int:
@@ -156,15 +156,7 @@ def test_invoke_accepts_its_own_page_origin(web_stacks: WebStacks) -> None:
 @pytest.mark.parametrize(
     ("headers", "message"),
     [
-        (
-            {"Origin": "https://evil.example"},
-            "Origin 'https://evil.example' is not this page's (http://{host}); only this server's page may call it",
-        ),
-        ({"Origin": "null"}, "Origin 'null' is not this page's (http://{host}); only this server's page may call it"),
-        (
-            {"Sec-Fetch-Site": "cross-site"},
-            "cross-site request (Sec-Fetch-Site: cross-site); only this server's page may call it",
-        ),
+        *OTHER_SITES,
         (
             {"Origin": "http://localhost:1"},
             "Origin 'http://localhost:1' is not this page's (http://{host}); only this server's page may call it",

@@ -28,6 +28,7 @@ from local.threaded_server import serve_in_thread
 from local.webserver import WebServerConfig
 from local.webserver import create_app as create_web_app
 from speech_protocol import WS_PATH
+from tests.local.local_fakes import ask
 
 pytestmark = pytest.mark.browser
 
@@ -83,11 +84,6 @@ def chain(tmp_path: Path) -> Iterator[Chain]:
         agent = stack.enter_context(serve_in_thread(create_agent_app(config, AppDependencies(model=model))))
         web = stack.enter_context(serve_in_thread(create_web_app(WebServerConfig(agent_url=agent.http_url))))
         yield Chain(url=web.http_url, probe=probe, models=models, session_ids=session_ids)
-
-
-def ask(page: Page, prompt: str) -> None:
-    page.fill("#prompt", prompt)
-    page.click("#speak")
 
 
 def test_stop_and_two_turns_over_the_websocket(page: Page, chain: Chain) -> None:
