@@ -497,7 +497,7 @@ async def run_agentcore_standin(
                 ws_ping_interval=None,
                 ssl_certfile=str(files.cert_path),
                 ssl_keyfile=str(files.key_path),
-                log_level="warning",
+                log_config=None,  # the embedding process's logging stays as it is
                 access_log=False,
             )
         )
