@@ -91,7 +91,7 @@ def test_missing_profile_region_or_credentials(aws_home: Path) -> None:
         resolve_sdk(profile="nope")
     with pytest.raises(ValueError, match=r"^no AWS region: pass --region, or set AWS_DEFAULT_REGION"):
         resolve_sdk()
-    from botocore.exceptions import NoCredentialsError  # type: ignore[import-untyped]
+    from botocore.exceptions import NoCredentialsError
 
     with pytest.raises(NoCredentialsError):
         resolve_sdk(region="us-east-1").credentials()
