@@ -109,6 +109,18 @@ def talk_argv(args: Sequence[str]) -> list[str]:
     return [sys.executable, "-m", "voicestack", "talk", *args]
 
 
+async def spawn_talk(args: Sequence[str], env: Mapping[str, str]) -> asyncio.subprocess.Process:
+    """`voicestack talk ARGS` as a process whose stdin, stdout and stderr the test holds."""
+    return await asyncio.create_subprocess_exec(
+        *talk_argv(args),
+        cwd=REPO_ROOT,
+        env=dict(env),
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+
+
 def talk(args: Sequence[str], env: Mapping[str, str], *, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
     """`voicestack talk ARGS` as a process, to its end."""
     return subprocess.run(

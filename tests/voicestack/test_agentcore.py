@@ -23,29 +23,6 @@ from voicestack.agentcore import (
 ARN = "arn:aws:bedrock-agentcore:eu-west-1:123456789012:runtime/voicestack_dev-abcdefghij"
 
 
-@pytest.fixture
-def aws_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """An empty AWS configuration: no environment credentials, region, endpoints or bundles."""
-    for key in (
-        "AWS_PROFILE",
-        "AWS_DEFAULT_PROFILE",
-        "AWS_REGION",
-        "AWS_DEFAULT_REGION",
-        "AWS_CA_BUNDLE",
-        "AWS_ENDPOINT_URL",
-        "AWS_ENDPOINT_URL_BEDROCK_AGENTCORE",
-        "AWS_ACCESS_KEY_ID",
-        "AWS_SECRET_ACCESS_KEY",
-        "AWS_SESSION_TOKEN",
-    ):
-        monkeypatch.delenv(key, raising=False)
-    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "config"))
-    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "credentials"))
-    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
-    (tmp_path / "config").write_text("")
-    return tmp_path
-
-
 def test_the_default_endpoint_is_the_regions(aws_home: Path) -> None:
     sdk = resolve_sdk(region="us-west-2")
     assert (sdk.region, sdk.endpoint_url, sdk.ca_bundle) == (

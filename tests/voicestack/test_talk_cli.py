@@ -12,19 +12,8 @@ ARN = "arn:aws:bedrock-agentcore:us-east-1:000000000000:runtime/voicestack_local
 
 
 @pytest.fixture(autouse=True)
-def no_aws(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    for key in (
-        "AWS_PROFILE",
-        "AWS_DEFAULT_PROFILE",
-        "AWS_ACCESS_KEY_ID",
-        "AWS_SECRET_ACCESS_KEY",
-        "AWS_SESSION_TOKEN",
-    ):
-        monkeypatch.delenv(key, raising=False)
-    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "config"))
-    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "credentials"))
-    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
-    (tmp_path / "config").write_text("")
+def no_aws(aws_home: Path) -> None:
+    """Every test here runs without this machine's AWS configuration."""
 
 
 def usage(args: list[str], capsys: pytest.CaptureFixture[str]) -> str:

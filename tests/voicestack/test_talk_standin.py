@@ -22,14 +22,13 @@ from agent_app.models import DEMO_ANSWER, DEMO_FOLLOW_UP
 from local.standin.agentcore_auth import DENIED, EXPIRED, SSE_ONLY
 from tests.voicestack.talk_support import (
     ARN,
-    REPO_ROOT,
     LiveStack,
     is_test_pattern,
     live_stack,
+    spawn_talk,
     standin_env,
     standin_process,
     talk,
-    talk_argv,
 )
 from voicestack.agentcore import resolve_sdk
 from voicestack.talk.client import run_turn
@@ -164,14 +163,7 @@ async def read_line_matching(stream: asyncio.StreamReader, pattern: re.Pattern[s
 
 
 async def test_ctrl_c_stops_an_answer_and_ctrl_c_at_the_prompt_quits(stack: LiveStack) -> None:
-    process = await asyncio.create_subprocess_exec(
-        *talk_argv(["--runtime-arn", ARN, "--no-play"]),
-        cwd=REPO_ROOT,
-        env=stack.env(),
-        stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
+    process = await spawn_talk(["--runtime-arn", ARN, "--no-play"], stack.env())
     assert process.stdin is not None
     assert process.stdout is not None
     assert process.stderr is not None
@@ -197,13 +189,7 @@ async def test_ctrl_c_stops_an_answer_and_ctrl_c_at_the_prompt_quits(stack: Live
 
 
 async def test_ctrl_c_during_a_single_answer_exits_130(stack: LiveStack) -> None:
-    process = await asyncio.create_subprocess_exec(
-        *talk_argv(["--url", stack.agent_url, "--no-play", "Tell me everything."]),
-        cwd=REPO_ROOT,
-        env=stack.env(),
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
+    process = await spawn_talk(["--url", stack.agent_url, "--no-play", "Tell me everything."], stack.env())
     assert process.stdout is not None
     assert process.stderr is not None
     assert await asyncio.wait_for(process.stdout.read(1), 60)
@@ -310,14 +296,7 @@ def test_a_starting_session_is_retried_once(stack: LiveStack, conflicts: int) ->
 
 async def test_a_conversation_reconnects_on_its_session_after_the_idle_timeout(stack: LiveStack) -> None:
     with standin_process(stack.agent_url, "--idle-timeout", "1") as ready:
-        process = await asyncio.create_subprocess_exec(
-            *talk_argv(["--runtime-arn", ARN, "--json", "--no-play"]),
-            cwd=REPO_ROOT,
-            env=standin_env(stack, ready),
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-        )
+        process = await spawn_talk(["--runtime-arn", ARN, "--json", "--no-play"], standin_env(stack, ready))
         assert process.stdin is not None
         assert process.stdout is not None
         assert process.stderr is not None

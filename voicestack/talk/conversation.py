@@ -144,32 +144,37 @@ class WebSocketConversation:
         return turn, sent_at, connect_ms
 
     async def _open(self) -> ClientConnection:
-        for attempt in (1, 2):
-            handshake = self._endpoint.handshake(self.session_id)
-            try:
-                return await connect(
-                    handshake.url,
-                    additional_headers=dict(handshake.headers),
-                    ssl=handshake.ssl,
-                    ping_interval=None,
-                    max_size=MAX_MESSAGE_BYTES,
-                    compression=None,
-                    open_timeout=30,
-                )
-            except InvalidStatus as exc:
-                response = exc.response
-                code, error = self._endpoint.refusal(
-                    response.status_code,
-                    {k.lower(): v for k, v in response.headers.raw_items()},
-                    bytes(response.body or b""),
-                )
-                if code == RETRIED_CODE and attempt == 1:
-                    await asyncio.sleep(retry_delay_s())
-                    continue
-                raise error from None
-            except (OSError, TimeoutError, InvalidHandshake, InvalidURI) as exc:
-                raise self._endpoint.unreachable(exc) from None
-        raise AssertionError("unreachable: the second attempt returns or raises")
+        try:
+            return await self._connect_once()
+        except Conflict:
+            await asyncio.sleep(retry_delay_s())
+        try:
+            return await self._connect_once()
+        except Conflict as again:
+            raise again.error from None
+
+    async def _connect_once(self) -> ClientConnection:
+        handshake = self._endpoint.handshake(self.session_id)  # signed now: a signature lives 5 minutes
+        try:
+            return await connect(
+                handshake.url,
+                additional_headers=dict(handshake.headers),
+                ssl=handshake.ssl,
+                ping_interval=None,
+                max_size=MAX_MESSAGE_BYTES,
+                compression=None,
+                open_timeout=30,
+            )
+        except InvalidStatus as exc:
+            response = exc.response
+            code, error = self._endpoint.refusal(
+                response.status_code,
+                {k.lower(): v for k, v in response.headers.raw_items()},
+                bytes(response.body or b""),
+            )
+            raise (Conflict(error) if code == RETRIED_CODE else error) from None
+        except (OSError, TimeoutError, InvalidHandshake, InvalidURI) as exc:
+            raise self._endpoint.unreachable(exc) from None
 
     async def aclose(self) -> None:
         if self._ws is not None:
