@@ -19,7 +19,7 @@ import asyncio
 import os
 import signal
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Final, TextIO
 from urllib.parse import urlsplit
@@ -256,8 +256,6 @@ async def _answer(
 
 
 def _as_stopped(result: TurnResult) -> TurnResult:
-    from dataclasses import replace
-
     return replace(result, outcome="stopped")
 
 
