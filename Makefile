@@ -36,6 +36,7 @@ help:
 	@echo "make bench-hostile - pathological 5,000-character texts: /ping p50/p99/max while synthesized"
 	@echo "make lab     - latency lab: batch vs stream, side by side"
 	@echo "make page STACK=dev - the browser page on this machine, speaking to a deployed stack (PAGE_ARGS: --profile, --port)"
+	@echo "make talk ARGS='\"question\"' - speak with the agent (local stack; ARGS='--stack dev' for a deployed one)"
 	@echo "make bench-bargein - barge-in: Stop, new question, hang-up; page silent and speech server idle"
 	@echo "make bench-segmenters - sentence splitters: exact score and CPU per delta (BENCH_ARGS=--golden PATH)"
 	@echo "make bench-peers BENCH_ARGS='--peer-url URL' - this server beside Kokoro-FastAPI, one table"
@@ -91,6 +92,12 @@ bench-gapless: env
 
 lab: env
 	"$(PY)" -m bench.lab $(LAB_ARGS)
+
+# `voicestack talk` (voicestack/talk): the local stack's agent by default; ARGS='--stack dev' or
+# ARGS='--runtime-arn ARN' for a deployed runtime, a quoted question for one turn, none for a conversation.
+.PHONY: talk
+talk: env
+	"$(PY)" -m voicestack talk $(ARGS)
 
 # After a change to the dependencies in pyproject.toml: re-resolve uv.lock (keeping every pin that still
 # fits) and re-export the images' requirement files from it. `make lock UPGRADE=1` moves every package

@@ -3,23 +3,30 @@
 1. Transport: a 267-character, four-sentence text over the speech transport (SageMaker's
    bidirectional stream; locally through the stand-in), time to first audio byte when sending the
    whole text versus the first sentence first (AWS: 329.3 ms vs 156.7 ms, -52.4 %).
-2. End to end: the same scripted answer through the agent in `batch` and `stream` modes, first
-   audio at the caller (AWS: stream 2.4x sooner locally, 3.5x deployed).
-3. Transport size: raw PCM versus base64 in JSON SSE events for 24 clips, measured on the events
-   the agent sent in step 2 (AWS: about a third larger).
+2. End to end: the same prompt through the agent in `batch` and `stream` modes, alternating, each
+   answer in a new session, first audio at the caller (AWS: stream 2.4x sooner in its local test,
+   3.5x on the deployed runtime: the reference row).
+3. Transport size: raw PCM versus base64 in JSON events for 24 clips, measured on the events the
+   agent sent in step 2 (AWS: about a third larger).
+
+Every answer of step 2 is asked through `voicestack talk`'s own client (`voicestack.talk.client.
+run_turn`, what `voicestack talk --json` prints), so the lab and the command measure the same way.
 
 Prints a table and writes a PNG of the distributions. `--target local` (default) starts the local
 stack itself (speech server, stand-in, agent) and stops it at the end; locally the speech server
 synthesizes each request whole (`--server-chunking none`), like the container the AWS figures
-were measured on. `--target deployed` measures the Pulumi stack (endpoint name, agent runtime ARN
-and region from flags or `pulumi stack output`) with the AWS credentials of this shell.
+were measured on. `--target deployed` measures an AgentCore runtime and its SageMaker endpoint
+(from `--stack NAME`, the flags, or the selected stack's `pulumi stack output`) with the AWS SDK's
+standard configuration of this shell: credentials, `AWS_ENDPOINT_URL_BEDROCK_AGENTCORE` and
+`AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME_HTTP2`, `AWS_CA_BUNDLE`; the agent over InvokeAgentRuntime
+(`--agent-transport sse`, as AWS measured) or the WebSocket route. Anything AgentCore-shaped will
+do: the local stack with `--agentcore` is the offline proof (tests/local/test_local_lab.py).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import base64
 import json
 import os
 import re
@@ -28,12 +35,10 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, Literal
-
-import httpx
 
 from agent_app.speech.transport import SpeechTransport
 from bench.lab_report import (
@@ -49,6 +54,12 @@ from bench.speech import BENCH_TEXT, positive_int
 from local.launcher import LaunchError
 from local.stack import StackConfig, StackError, launch
 from speech_protocol import Cancel, Close, ErrorEvent, Synthesize
+from voicestack.agentcore import DEFAULT_QUALIFIER, resolve_sdk
+from voicestack.cli import CommandError, UsageError
+from voicestack.pulumi_stack import read_stack
+from voicestack.talk.client import run_turn
+from voicestack.talk.targets import LocalAgent, Runtime, Target, open_conversation
+from voicestack.talk.turn import Transport, TurnResult
 
 TRANSPORT_TEXT: Final = BENCH_TEXT
 """267 characters, four sentences: the speech benchmark's text, as in the AWS transport test."""
@@ -81,61 +92,6 @@ def requests_for(text: str, strategy: SendStrategy) -> list[Synthesize]:
     if strategy == "whole_text":
         return [Synthesize(text=text, request_id="whole")]
     return [Synthesize(text=sentence, request_id=f"s{i}") for i, sentence in enumerate(split_sentences(text))]
-
-
-class SseDataParser:
-    """Incremental parser for AgentCore's SSE framing (`data: <json>` lines, blank-line separated).
-
-    Returns each event with the bytes its frame took on the wire, for the transport-size figures.
-    """
-
-    def __init__(self) -> None:
-        self._buffer = b""
-
-    def feed(self, chunk: bytes) -> list[tuple[dict[str, Any], int]]:
-        self._buffer += chunk
-        events: list[tuple[dict[str, Any], int]] = []
-        while (end := self._buffer.find(b"\n\n")) != -1:
-            frame, self._buffer = self._buffer[:end], self._buffer[end + 2 :]
-            data = b"\n".join(line[5:].removeprefix(b" ") for line in frame.split(b"\n") if line.startswith(b"data:"))
-            if data:
-                events.append((json.loads(data), len(frame) + 2))
-        return events
-
-    @property
-    def pending(self) -> bytes:
-        """Bytes of an unterminated frame (empty at a clean end of stream)."""
-        return self._buffer
-
-
-@dataclass
-class TrialRecorder:
-    """Times one agent invocation from its events, and keeps the sizes of its audio events."""
-
-    started: float
-    clock: Callable[[], float] = time.perf_counter
-    first_text_ms: float | None = None
-    first_audio_ms: float | None = None
-    clips: list[tuple[int, int]] = field(default_factory=list)
-    """(raw PCM bytes, SSE bytes) of each audio_chunk event."""
-
-    def event(self, event: dict[str, Any], wire_bytes: int) -> None:
-        elapsed = (self.clock() - self.started) * 1000.0
-        kind = event.get("type")
-        if kind == "error" or (kind is None and "error" in event):
-            raise LabError(f"the agent reported an error: {event}")
-        if kind == "text_delta" and self.first_text_ms is None:
-            self.first_text_ms = elapsed
-        elif kind == "audio_chunk":
-            if self.first_audio_ms is None:
-                self.first_audio_ms = elapsed
-            self.clips.append((len(base64.b64decode(event["audio"], validate=True)), wire_bytes))
-
-    def finish(self) -> AgentTrial:
-        if self.first_text_ms is None or self.first_audio_ms is None:
-            raise LabError("the answer carried no text or no audio")
-        total_ms = (self.clock() - self.started) * 1000.0
-        return AgentTrial(first_text_ms=self.first_text_ms, first_audio_ms=self.first_audio_ms, total_ms=total_ms)
 
 
 # --- measurements -----------------------------------------------------------------------------------
@@ -189,41 +145,26 @@ async def measure_transport(
     )
 
 
-async def local_agent_trial(
-    client: httpx.AsyncClient, agent_url: str, mode: Mode
-) -> tuple[AgentTrial, list[tuple[int, int]]]:
-    """POST one invocation to the agent (AgentCore's contract) and time its events."""
-    parser = SseDataParser()
-    recorder = TrialRecorder(started=time.perf_counter())
-    async with client.stream("POST", f"{agent_url}/invocations", json={"prompt": LAB_PROMPT, "mode": mode}) as response:
-        if response.status_code != 200:
-            raise LabError(f"the agent answered {response.status_code}: {(await response.aread())[:200]!r}")
-        async for chunk in response.aiter_raw():
-            for event, wire_bytes in parser.feed(chunk):
-                recorder.event(event, wire_bytes)
-    if parser.pending:
-        raise LabError("the agent's stream ended in the middle of an event")
-    return recorder.finish(), recorder.clips
+def turn_trial(result: TurnResult) -> tuple[AgentTrial, list[tuple[int, int]]]:
+    """The lab's figures of one answer and its clips' sizes; LabError when it was not an answer."""
+    if result.outcome != "ok":
+        raise LabError(f"the agent answered {result.outcome}: {result.error_code}: {result.error_message}")
+    if result.first_text_ms is None or result.first_audio_ms is None:
+        raise LabError("the answer carried no text or no audio")
+    trial = AgentTrial(first_text_ms=result.first_text_ms, first_audio_ms=result.first_audio_ms, total_ms=result.end_ms)
+    return trial, list(result.audio_events)
 
 
-def deployed_agent_trial(agent_arn: str, region: str, mode: Mode) -> tuple[AgentTrial, list[tuple[int, int]]]:
-    """Invoke the deployed AgentCore runtime (blocking; run it in a thread) and time its events."""
-    import boto3  # type: ignore[import-untyped]  # imported here: only the deployed target needs it
-
-    client = boto3.client("bedrock-agentcore", region_name=region)
-    recorder = TrialRecorder(started=time.perf_counter())
-    response = client.invoke_agent_runtime(
-        agentRuntimeArn=agent_arn,
-        runtimeSessionId=f"latency-lab-{uuid.uuid4()}",  # at least 33 characters
-        contentType="application/json",
-        accept="text/event-stream",
-        payload=json.dumps({"prompt": LAB_PROMPT, "mode": mode}).encode(),
-    )
-    parser = SseDataParser()
-    for chunk in response["response"].iter_chunks():
-        for event, wire_bytes in parser.feed(chunk):
-            recorder.event(event, wire_bytes)
-    return recorder.finish(), recorder.clips
+async def agent_trial(target: Target, transport: Transport, mode: Mode) -> tuple[AgentTrial, list[tuple[int, int]]]:
+    """One answer through voicestack talk's client, in a new session (history never changes the answer)."""
+    conversation = open_conversation(target, transport, f"latency-lab-{uuid.uuid4()}")
+    try:
+        result = await run_turn(conversation, {"prompt": LAB_PROMPT, "mode": mode}, number=1)
+    except CommandError as exc:
+        raise LabError(str(exc)) from None
+    finally:
+        await conversation.aclose()
+    return turn_trial(result)
 
 
 async def measure_end_to_end(
@@ -270,6 +211,12 @@ class LabOptions:
     endpoint_name: str | None = None
     agent_arn: str | None = None
     region: str | None = None
+    stack: str | None = None
+    """A Pulumi stack whose outputs name the deployed target (`voicestack.pulumi_stack`)."""
+    profile: str | None = None
+    qualifier: str = DEFAULT_QUALIFIER
+    agent_transport: Transport = "sse"
+    """How the deployed agent is asked: InvokeAgentRuntime (SSE, as AWS measured) or the WebSocket route."""
 
 
 def say(line: str) -> None:
@@ -324,12 +271,15 @@ async def run_local(options: LabOptions) -> LabResults:
             else:
                 transport = WebSocketTransport(urls.speech_ws_url)
             transport_results = await measure_transport(transport, TRANSPORT_TEXT, options.trials, say=say)
-            async with httpx.AsyncClient(timeout=httpx.Timeout(10.0, read=300.0)) as client:
+            agent = LocalAgent(urls.agent_url)
 
-                async def trial(mode: Mode) -> tuple[AgentTrial, list[tuple[int, int]]]:
-                    return await local_agent_trial(client, urls.agent_url, mode)
+            async def trial(mode: Mode) -> tuple[AgentTrial, list[tuple[int, int]]]:
+                return await agent_trial(agent, "sse", mode)
 
+            try:
                 end_to_end, clips = await measure_end_to_end(trial, options.e2e_trials, say=say)
+            finally:
+                await agent.aclose()
             engine = (
                 "zero-cost test engine (no model)"
                 if options.speech_engine == "zero"
@@ -363,7 +313,19 @@ def pulumi_outputs() -> dict[str, Any]:
     return outputs if isinstance(outputs, dict) else {}
 
 
-def deployed_targets(options: LabOptions, outputs: dict[str, Any]) -> tuple[str, str, str]:
+def stack_outputs(options: LabOptions) -> dict[str, Any]:
+    """What names the deployed target when the flags do not: `--stack NAME`'s outputs, else the selected stack's."""
+    if options.endpoint_name and options.agent_arn and options.region:
+        return {}
+    if options.stack is not None:
+        try:
+            return dict(read_stack(options.stack).outputs)
+        except UsageError as exc:
+            raise LabError(str(exc)) from None
+    return pulumi_outputs()
+
+
+def deployed_targets(options: LabOptions, outputs: Mapping[str, Any]) -> tuple[str, str, str]:
     """(endpoint name, agent runtime ARN, region): flags first, then the stack outputs."""
     endpoint = options.endpoint_name or outputs.get("speechEndpointName")
     arn = options.agent_arn or outputs.get("agentRuntimeArn")
@@ -377,25 +339,45 @@ def deployed_targets(options: LabOptions, outputs: dict[str, Any]) -> tuple[str,
 
 
 async def run_deployed(options: LabOptions) -> LabResults:
+    from botocore.exceptions import ProfileNotFound  # type: ignore[import-untyped]
+
     from agent_app.speech.sagemaker import SageMakerTransport  # heavy (awscrt): loaded only when used
 
-    given = options.endpoint_name and options.agent_arn and options.region
-    endpoint, arn, region = deployed_targets(options, {} if given else pulumi_outputs())
-    say(f"measuring the deployed stack: endpoint {endpoint}, agent {arn} ({region})")
-    transport = SageMakerTransport(endpoint, region=region)
-    transport_results = await measure_transport(transport, TRANSPORT_TEXT, options.trials, say=say)
+    endpoint, arn, region = deployed_targets(options, stack_outputs(options))
+    try:
+        sdk = await asyncio.to_thread(resolve_sdk, options.profile, region)
+        runtime = Runtime(arn, sdk, options.qualifier, profile=options.profile)
+    except (ProfileNotFound, ValueError) as exc:
+        raise LabError(f"the deployed target: {exc}") from None
+    speech_url = os.environ.get("AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME_HTTP2") or None
+    say(f"measuring the deployed stack: endpoint {endpoint}, agent {arn} ({region}) at {sdk.endpoint_url}")
+    # The SageMaker client takes the same SDK settings: its endpoint override, the CA bundle boto3 trusts.
+    transport = SageMakerTransport(endpoint, region=region, endpoint_url=speech_url, ca_file=sdk.ca_bundle)
+    try:
+        transport_results = await measure_transport(transport, TRANSPORT_TEXT, options.trials, say=say)
+    finally:
+        await transport.aclose()
 
     async def trial(mode: Mode) -> tuple[AgentTrial, list[tuple[int, int]]]:
-        return await asyncio.to_thread(deployed_agent_trial, arn, region, mode)
+        return await agent_trial(runtime, options.agent_transport, mode)
 
-    end_to_end, clips = await measure_end_to_end(trial, options.e2e_trials, say=say)
+    try:
+        end_to_end, clips = await measure_end_to_end(trial, options.e2e_trials, say=say)
+    finally:
+        await runtime.aclose()
+    route = "WebSocket" if options.agent_transport == "websocket" else "SSE"
+    api = "the WebSocket route" if options.agent_transport == "websocket" else "InvokeAgentRuntime"
     return LabResults(
         title="Latency lab: deployed stack",
-        notes=(f"speech: SageMaker endpoint {endpoint}", f"agent: AgentCore runtime {arn}"),
+        notes=(
+            f"speech: SageMaker endpoint {endpoint}" + (f" at {speech_url}" if speech_url else ""),
+            f"agent: AgentCore runtime {arn} through {api} at {sdk.endpoint_url}",
+        ),
         deployed=True,
         transport=transport_results,
         end_to_end=end_to_end,
         sizes=size_report(first_clips(clips)),
+        agent_route=route,
     )
 
 
@@ -422,9 +404,18 @@ def parse_args(argv: Sequence[str] | None = None) -> LabOptions:
     local.add_argument("--weights", choices=["auto", "real", "random"], default=defaults.weights)
     local.add_argument("--model-dir", type=Path, default=None)
     deployed = parser.add_argument_group("deployed target (defaults: `pulumi stack output`)")
+    deployed.add_argument("--stack", default=None, help="the Pulumi stack whose outputs name the target")
     deployed.add_argument("--endpoint-name", default=None, help="the speech SageMaker endpoint")
     deployed.add_argument("--agent-arn", default=None, help="the AgentCore runtime ARN")
     deployed.add_argument("--region", default=None)
+    deployed.add_argument("--profile", default=None, help="the AWS profile (default: the SDK's usual chain)")
+    deployed.add_argument("--qualifier", default=defaults.qualifier, help="the runtime endpoint (%(default)s)")
+    deployed.add_argument(
+        "--agent-transport",
+        choices=["sse", "websocket"],
+        default=defaults.agent_transport,
+        help="sse: InvokeAgentRuntime, as AWS measured (default); websocket: the runtime's WebSocket route",
+    )
     args = parser.parse_args(argv)
     return LabOptions(
         target=args.target,
@@ -440,6 +431,10 @@ def parse_args(argv: Sequence[str] | None = None) -> LabOptions:
         endpoint_name=args.endpoint_name,
         agent_arn=args.agent_arn,
         region=args.region,
+        stack=args.stack,
+        profile=args.profile,
+        qualifier=args.qualifier,
+        agent_transport=args.agent_transport,
     )
 
 

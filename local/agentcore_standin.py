@@ -75,7 +75,6 @@ from local.standin.agentcore_routing import (
     Operation,
     Target,
     forwarded_headers,
-    header_map,
     parse_route,
     parse_runtime_specs,
     query_params,
@@ -84,6 +83,7 @@ from local.standin.agentcore_routing import (
     validation_error,
 )
 from local.standin.events import ErrorResponse
+from local.standin.routing import header_map
 from local.tls import generate_tls_material, write_tls_files
 from voicestack.agentcore import DEFAULT_QUALIFIER, INVOKE_ACTION, SESSION_HEADER, WEBSOCKET_ACTION
 
@@ -144,9 +144,9 @@ class AgentCoreStandIn:
         route = parse_route(method, raw_path)
         if isinstance(route, ErrorResponse):
             raise _Refused(route)
-        if route.operation != operation:
+        if route.operation != operation:  # a plain GET of the WebSocket route
             raise _Refused(
-                ErrorResponse(400, "ValidationException", {"message": "use the WebSocket route over WebSocket"})
+                ErrorResponse(400, "ValidationException", {"message": "the ws route takes a WebSocket upgrade"})
             )
         headers = header_map(scope["headers"])
         raw_query = bytes(scope.get("query_string", b"")).decode("latin-1")
@@ -497,7 +497,7 @@ async def run_agentcore_standin(
                 ws_ping_interval=None,
                 ssl_certfile=str(files.cert_path),
                 ssl_keyfile=str(files.key_path),
-                log_level="warning",
+                log_config=None,  # the embedding process's logging stays as it is
                 access_log=False,
             )
         )

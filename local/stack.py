@@ -9,7 +9,12 @@ Starts, each as its own process, health-checked before the stack reports ready:
    agent uses its production SageMaker client (skipped with `--speech-transport websocket`);
 3. the agent (`python -m agent_app`, AgentCore's contract on 8080): Bedrock when AWS credentials
    and BEDROCK_MODEL_ID are configured, otherwise the offline demo model (announced);
-4. the browser page and its proxy (`python -m local.webserver`, 8000; skip: `--no-browser-server`).
+4. the browser page and its proxy (`python -m local.webserver`, 8000; skip: `--no-browser-server`);
+5. with `--agentcore`, the AgentCore Runtime stand-in in front of the agent
+   (`python -m local.agentcore_standin`, HTTPS on 8444, runtime `LOCAL_RUNTIME_ARN`), so that
+   `voicestack talk --runtime-arn` and the latency lab's deployed target reach the agent the way
+   they reach a deployed one (SigV4, AgentCore's limits). The summary prints the environment a
+   caller needs (endpoint override, CA bundle, the stand-in's test credentials).
 
 Ctrl-C or SIGTERM stops them all. `launch(StackConfig(...))` is the same launcher as an async
 context manager (the latency lab and the tests use it).
@@ -47,6 +52,8 @@ from local.launcher import (
 from speech_protocol import WS_PATH
 
 REPO_ROOT: Final = Path(__file__).resolve().parent.parent
+LOCAL_RUNTIME_ARN: Final = "arn:aws:bedrock-agentcore:us-east-1:000000000000:runtime/voicestack_local-localstand"
+"""The runtime the AgentCore stand-in serves the local agent as."""
 SPEECH_PACKAGE_ROOT: Final = REPO_ROOT / "images" / "kokoro"
 DEFAULT_REGION: Final = "us-east-1"
 HUB_URL: Final = "https://huggingface.co"
@@ -84,6 +91,11 @@ class StackConfig:
     """The speech server's text chunking; None keeps its default ('sentence'). 'none' synthesizes each
     request whole, like the AWS sample's container (the latency lab compares against that)."""
     endpoint_name: str = "kokoro-local"
+    speech_frame_ms: int | None = None
+    """The speech server's longest audio frame (its `--frame-ms`); None keeps its default (1000 ms)."""
+    agentcore: bool = False
+    """Also start the AgentCore Runtime stand-in in front of the agent."""
+    agentcore_port: int = 8444
     speech_ready_timeout_s: float = 600.0
     """First start on a CPU imports torch and loads and warms up the model."""
 
@@ -108,6 +120,12 @@ class StackUrls:
     standin_url: str | None
     ca_file: Path | None
     web_url: str | None
+    agentcore_url: str | None = None
+    """The AgentCore stand-in (`AWS_ENDPOINT_URL_BEDROCK_AGENTCORE`), when it runs."""
+    agentcore_ca_file: Path | None = None
+    """The CA its certificate chains to (`AWS_CA_BUNDLE`)."""
+    agentcore_credentials: Mapping[str, str] | None = None
+    """`AWS_ACCESS_KEY_ID` and `AWS_SECRET_ACCESS_KEY` of the principal it lets invoke the runtime."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,6 +158,8 @@ def speech_spec(config: StackConfig, weights: Weights, base_env: Mapping[str, st
     argv += ["--engine", config.speech_engine]
     if config.speech_chunking is not None:
         argv += ["--chunking", config.speech_chunking]
+    if config.speech_frame_ms is not None:
+        argv += ["--frame-ms", str(config.speech_frame_ms)]
     if weights.model_dir is not None:
         argv += ["--model-dir", str(weights.model_dir)]
     return ProcessSpec(
@@ -162,6 +182,45 @@ def standin_spec(config: StackConfig, cert_dir: Path, base_env: Mapping[str, str
         probe=JsonLineProbe("event", "ready"),
         ready_timeout_s=60.0,
     )
+
+
+def agentcore_spec(config: StackConfig, cert_dir: Path, base_env: Mapping[str, str]) -> ProcessSpec:
+    runtime = f"{LOCAL_RUNTIME_ARN}=http://{config.host}:{config.agent_port}"
+    argv = [
+        sys.executable,
+        "-m",
+        "local.agentcore_standin",
+        "--host",
+        config.host,
+        "--port",
+        str(config.agentcore_port),
+    ]
+    argv += ["--runtime", runtime, "--region", DEFAULT_REGION, "--cert-dir", str(cert_dir)]
+    return ProcessSpec(
+        name="runtime",
+        argv=tuple(argv),
+        env=child_env(base_env),
+        probe=JsonLineProbe("event", "ready"),
+        ready_timeout_s=60.0,
+    )
+
+
+def agentcore_environment(urls: StackUrls) -> dict[str, str]:
+    """What a caller exports to reach the AgentCore stand-in with the SDK's standard settings."""
+    if urls.agentcore_url is None or urls.agentcore_ca_file is None or urls.agentcore_credentials is None:
+        return {}
+    return {
+        "AWS_ENDPOINT_URL_BEDROCK_AGENTCORE": urls.agentcore_url,
+        "AWS_CA_BUNDLE": str(urls.agentcore_ca_file),
+        "AWS_DEFAULT_REGION": DEFAULT_REGION,
+        **urls.agentcore_credentials,
+    }
+
+
+AGENTCORE_FRAME_WARNING: Final = (
+    "the AgentCore stand-in closes a WebSocket on frames over 32 KB, and the agent's audio events of the "
+    "speech server's default 1 s frames are about 64 KB: pass --speech-frame-ms 200 until the agent cuts them"
+)
 
 
 def agent_env(
@@ -274,6 +333,7 @@ def with_ports(config: StackConfig) -> StackConfig:
         standin_port=resolve("standin_port", config.standin_port, config.speech_transport == "sagemaker"),
         agent_port=resolve("agent_port", config.agent_port, True),
         web_port=resolve("web_port", config.web_port, config.browser_server),
+        agentcore_port=resolve("agentcore_port", config.agentcore_port, config.agentcore),
     )
 
 
@@ -410,17 +470,21 @@ async def launch(
 
             standin_url: str | None = None
             ca_file: Path | None = None
+            agentcore_line: Mapping[str, object] = {}
 
             async def front() -> None:
                 # Stand-in, agent and page need nothing from the speech server at start-up (they
                 # connect per request), so they start while it loads its model: the slow part.
-                nonlocal standin_url, ca_file
+                nonlocal standin_url, ca_file, agentcore_line
                 if config.speech_transport == "sagemaker":
                     standin = await group.start(standin_spec(config, Path(scratch), env))
                     line = standin.ready_line or {}
                     standin_url, ca_file = str(line["url"]), Path(str(line["ca_file"]))
                 agent = agent_env(config, env, credentials=credentials, standin_url=standin_url, ca_file=ca_file)
                 await group.start(agent_spec(config, agent))
+                if config.agentcore:
+                    front_door = await group.start(agentcore_spec(config, Path(scratch) / "agentcore", env))
+                    agentcore_line = front_door.ready_line or {}
                 if config.browser_server:
                     await group.start(web_spec(config, env))
 
@@ -438,10 +502,19 @@ async def launch(
                 standin_url=standin_url,
                 ca_file=ca_file,
                 web_url=f"http://{config.host}:{config.web_port}" if config.browser_server else None,
+                agentcore_url=str(agentcore_line["url"]) if agentcore_line else None,
+                agentcore_ca_file=Path(str(agentcore_line["ca_file"])) if agentcore_line else None,
+                agentcore_credentials=_credentials(agentcore_line.get("credentials")) if agentcore_line else None,
             )
             yield RunningStack(config, urls, weights, demo_model=reason is not None, group=group)
         finally:
             await group.aclose()
+
+
+def _credentials(raw: object) -> dict[str, str]:
+    if not isinstance(raw, dict):
+        raise StackError("the AgentCore stand-in's ready line has no credentials")
+    return {str(key): str(value) for key, value in raw.items()}
 
 
 # --- command line ------------------------------------------------------------------------------------
@@ -482,6 +555,20 @@ def build_parser() -> argparse.ArgumentParser:
         help="zero: instant test audio and no model (checks the plumbing only)",
     )
     parser.add_argument("--endpoint-name", default=defaults.endpoint_name, help="the stand-in's endpoint name")
+    parser.add_argument(
+        "--speech-frame-ms",
+        type=int,
+        default=None,
+        help="the speech server's longest audio frame in ms (its default: 1000)",
+    )
+    parser.add_argument(
+        "--agentcore",
+        action="store_true",
+        help="also run the AgentCore Runtime stand-in in front of the agent (for voicestack talk --runtime-arn)",
+    )
+    parser.add_argument(
+        "--agentcore-port", type=int, default=defaults.agentcore_port, help="AgentCore stand-in (%(default)s)"
+    )
     return parser
 
 
@@ -498,6 +585,9 @@ def config_from_args(args: argparse.Namespace) -> StackConfig:
         model_dir=args.model_dir,
         speech_engine=args.speech_engine,
         endpoint_name=args.endpoint_name,
+        speech_frame_ms=args.speech_frame_ms,
+        agentcore=args.agentcore,
+        agentcore_port=args.agentcore_port,
     )
 
 
@@ -515,6 +605,11 @@ def summary_lines(stack: RunningStack) -> list[str]:
     lines.append(f"  agent    {urls.agent_url}/invocations  ({model}, speech via {stack.config.speech_transport})")
     if urls.web_url is not None:
         lines.append(f"  page     {urls.web_url}")
+    environment = agentcore_environment(urls)
+    if environment:
+        lines.append(f"  runtime  {urls.agentcore_url}  (AgentCore Runtime stand-in: {LOCAL_RUNTIME_ARN})")
+        exports = " ".join(f"{key}={value}" for key, value in environment.items())
+        lines.append(f"  talk     env {exports} voicestack talk --runtime-arn {LOCAL_RUNTIME_ARN}")
     return lines
 
 
@@ -545,6 +640,8 @@ async def serve(config: StackConfig) -> int:
                 say(STACK_LOG, line)
             if stack.weights.model_dir is not None and not stack.weights.real:
                 say(STACK_LOG, RANDOM_WEIGHTS_WARNING)
+            if config.agentcore and config.speech_frame_ms is None:
+                say(STACK_LOG, f"WARNING: {AGENTCORE_FRAME_WARNING}")
             say(STACK_LOG, "Ctrl-C stops everything")
             target = stack.urls.web_url or f"{stack.urls.agent_url}/invocations (POST)"
             print(f"open {target}", flush=True)

@@ -267,11 +267,3 @@ def forwarded_headers(
         if value is not None:
             forwarded[name] = value
     return forwarded
-
-
-def header_map(raw_headers: Iterable[tuple[bytes, bytes]]) -> dict[str, str]:
-    """ASGI headers by lower-case name; a repeated header keeps its first value."""
-    result: dict[str, str] = {}
-    for raw_name, raw_value in raw_headers:
-        result.setdefault(raw_name.decode("latin-1").lower(), raw_value.decode("latin-1"))
-    return result

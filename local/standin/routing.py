@@ -122,8 +122,9 @@ class BridgeTarget:
     """The full WebSocket URL: container base, invocation path, query string."""
 
 
-def _header_map(headers: Iterable[tuple[bytes, bytes]]) -> dict[str, str]:
-    # HTTP/2 header names are lower-case on the wire; a repeated header keeps its first value.
+def header_map(headers: Iterable[tuple[bytes, bytes]]) -> dict[str, str]:
+    """ASGI headers by lower-case name (both stand-ins); a repeated header keeps its first value."""
+    # HTTP/2 header names are lower-case on the wire; HTTP/1.1 ones need not be.
     result: dict[str, str] = {}
     for raw_name, raw_value in headers:
         result.setdefault(raw_name.decode("latin-1").lower(), raw_value.decode("latin-1"))
@@ -137,7 +138,7 @@ def resolve_request(
     route = _ROUTE.fullmatch(path)
     if route is None or method != "POST":
         return not_found_error(f"{method} {path} is not an operation of the SageMaker runtime HTTP/2 API")
-    headers = _header_map(raw_headers)
+    headers = header_map(raw_headers)
 
     authorization = headers.get("authorization", "")
     if not authorization.startswith("AWS4-HMAC-SHA256 ") or not all(p in authorization for p in _SIGV4_PARTS):

@@ -3,8 +3,8 @@ one short run against the local stack with the zero-cost speech engine."""
 
 from __future__ import annotations
 
-import base64
 import json
+import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -17,17 +17,18 @@ from bench.lab import (
     LabError,
     LabOptions,
     Mode,
-    SseDataParser,
-    TrialRecorder,
     deployed_targets,
     first_clips,
     measure_end_to_end,
     measure_transport,
     parse_args,
     requests_for,
+    run_deployed,
     run_local,
     split_sentences,
+    stack_outputs,
     time_to_first_audio,
+    turn_trial,
 )
 from bench.lab_report import (
     AgentTrial,
@@ -43,7 +44,9 @@ from bench.lab_report import (
     speedup,
     write_chart,
 )
+from local.stack import LOCAL_RUNTIME_ARN, StackConfig, agentcore_environment, launch
 from speech_protocol import Cancel, ClientMessage, Close, ErrorEvent, SynthesisStart, Synthesize
+from voicestack.talk.turn import TurnResult
 
 # --- statistics and sizes ----------------------------------------------------------------------------
 
@@ -113,15 +116,16 @@ def test_render_puts_local_and_aws_figures_side_by_side() -> None:
     assert row["change"] == "change -50.0 % -52.4 %"
     assert row["batch"] == "batch 2,500.0 ms 2,500.0 ms 2,400.0 ms 2,600.0 ms 2 35.0 ms 9,050.0 ms"
     assert row["stream"] == "stream 1,000.0 ms 1,000.0 ms 1,000.0 ms 1,000.0 ms 2 40.0 ms 8,100.0 ms"
-    assert row["stream sooner by"] == "stream sooner by 2.5x 2.4x locally"
+    assert row["stream sooner by"] == "stream sooner by 2.5x"
+    assert row["reference: AWS write-up, local test"] == "reference: AWS write-up, local test 2.4x"
     assert row["raw PCM"] == "raw PCM 1,000,000"
     assert row["base64 in JSON (SSE)"] == "base64 in JSON (SSE) 1,334,000 +33.4 % about a third larger"
 
 
 def test_render_deployed_compares_with_the_deployed_speedup() -> None:
-    assert "stream sooner by 2.5x 3.5x deployed" in [
-        " ".join(line.split()) for line in render(lab_results(deployed=True)).splitlines()
-    ]
+    lines = [" ".join(line.split()) for line in render(lab_results(deployed=True)).splitlines()]
+    assert "stream sooner by 2.5x" in lines
+    assert "reference: AWS write-up, deployed runtime 3.5x" in lines
 
 
 def test_write_chart_writes_a_png(tmp_path: Path) -> None:
@@ -145,40 +149,40 @@ def test_transport_text_and_requests() -> None:
     assert split_sentences("One. Two?  Three! four") == ["One.", "Two?", "Three!", "four"]
 
 
-def test_sse_data_parser_any_split_and_wire_sizes() -> None:
-    events = [{"type": "text_delta", "text": "naïve 😀"}, {"type": "audio_chunk", "seq": 0, "audio": "AAEC"}]
-    frames = [f"data: {json.dumps(e)}\n\n".encode() for e in events]
-    body = b"".join(frames)
-    expected = [(events[0], len(frames[0])), (events[1], len(frames[1]))]
-    for cut in range(len(body) + 1):
-        parser = SseDataParser()
-        assert parser.feed(body[:cut]) + parser.feed(body[cut:]) == expected, cut
-        assert parser.pending == b""
-    parser = SseDataParser()
-    assert parser.feed(b'data: {"a": 1}\n\ndata: {"b"') == [({"a": 1}, 16)]
-    assert parser.pending == b'data: {"b"'
+def turn(**fields: Any) -> TurnResult:
+    base: dict[str, Any] = {
+        "turn": 1,
+        "session_id": "latency-lab-x",
+        "transport": "sse",
+        "target": "arn:x",
+        "mode": "stream",
+        "outcome": "ok",
+        "error_code": None,
+        "error_message": None,
+        "text": "Hi.",
+        "first_text_ms": 20.0,
+        "first_audio_ms": 30.0,
+        "end_ms": 100.0,
+        "connect_ms": None,
+        "audio_bytes": 6,
+        "audio_chunks": 2,
+        "sample_rate": 24000,
+        "channels": 1,
+        "agent_metrics": None,
+        "audio_events": ((4, 60), (2, 58)),
+    }
+    return TurnResult(**{**base, **fields})
 
 
-def test_trial_recorder_times_first_text_and_audio_and_keeps_clip_sizes() -> None:
-    ticks = iter([0.010, 0.020, 0.030, 0.050, 0.100])
-    recorder = TrialRecorder(started=0.0, clock=lambda: next(ticks))
-    recorder.event({"type": "agent_start"}, 40)
-    recorder.event({"type": "text_delta", "text": "Hi"}, 45)
-    recorder.event({"type": "audio_chunk", "seq": 0, "audio": base64.b64encode(bytes(4)).decode()}, 60)
-    recorder.event({"type": "audio_chunk", "seq": 1, "audio": base64.b64encode(bytes(2)).decode()}, 58)
-    assert recorder.finish() == AgentTrial(first_text_ms=20.0, first_audio_ms=30.0, total_ms=100.0)
-    assert recorder.clips == [(4, 60), (2, 58)]
-
-
-def test_trial_recorder_rejects_errors_and_silent_answers() -> None:
-    recorder = TrialRecorder(started=0.0, clock=lambda: 0.0)
-    with pytest.raises(LabError, match="speech_unavailable"):
-        recorder.event({"type": "error", "code": "speech_unavailable", "message": "down"}, 10)
-    with pytest.raises(LabError, match="boom"):
-        recorder.event({"error": "boom"}, 10)
-    recorder.event({"type": "text_delta", "text": "Hi"}, 45)
-    with pytest.raises(LabError, match="no text or no audio"):
-        recorder.finish()
+def test_a_turn_of_voicestack_talk_is_a_trial_with_its_clips() -> None:
+    assert turn_trial(turn()) == (
+        AgentTrial(first_text_ms=20.0, first_audio_ms=30.0, total_ms=100.0),
+        [(4, 60), (2, 58)],
+    )
+    with pytest.raises(LabError, match=r"^the agent answered error: speech_unavailable: down$"):
+        turn_trial(turn(outcome="error", error_code="speech_unavailable", error_message="down"))
+    with pytest.raises(LabError, match=r"^the answer carried no text or no audio$"):
+        turn_trial(turn(first_audio_ms=None))
 
 
 def test_first_clips_needs_enough_audio() -> None:
@@ -199,6 +203,31 @@ def test_deployed_targets_from_flags_then_stack_outputs() -> None:
     )
 
 
+def test_stack_outputs_come_from_the_named_stack(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    outputs = {"speechEndpointName": "ep", "agentRuntimeArn": "arn:x", "region": "eu-west-1"}
+    fake_pulumi(tmp_path, monkeypatch, outputs)
+    assert stack_outputs(LabOptions(stack="dev")) == outputs
+    assert stack_outputs(LabOptions(endpoint_name="e", agent_arn="a", region="r", stack="dev")) == {}
+    fake_pulumi(tmp_path, monkeypatch, None)
+    with pytest.raises(LabError, match=r"^--stack dev: `stack output --json` failed: error: no stack named 'dev'$"):
+        stack_outputs(LabOptions(stack="dev"))
+
+
+def fake_pulumi(folder: Path, monkeypatch: pytest.MonkeyPatch, outputs: dict[str, str] | None) -> None:
+    """A `pulumi` on the PATH that prints `outputs` for `stack output` (or fails as for a missing stack)."""
+    script = folder / "pulumi"
+    if outputs is None:
+        script.write_text("#!/bin/sh\necho \"error: no stack named 'dev'\" >&2\nexit 255\n")
+    else:
+        script.write_text(
+            "#!/bin/sh\n"
+            'if [ "$1 $2" = "stack output" ]; then echo \'' + json.dumps(outputs) + "'; exit 0; fi\n"
+            'echo "{}"\n'
+        )
+    script.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{folder}:{os.environ['PATH']}")
+
+
 def test_parse_args() -> None:
     assert parse_args([]) == LabOptions()
     options = parse_args(
@@ -212,6 +241,15 @@ def test_parse_args() -> None:
     )
     with pytest.raises(SystemExit):
         parse_args(["--trials", "0"])
+    deployed = parse_args(
+        ["--target", "deployed", "--stack", "dev", "--agent-transport", "websocket", "--profile", "p"]
+    )
+    assert (deployed.stack, deployed.agent_transport, deployed.profile, deployed.qualifier) == (
+        "dev",
+        "websocket",
+        "p",
+        "DEFAULT",
+    )
 
 
 class ScriptedTransport:
@@ -304,3 +342,62 @@ async def test_lab_runs_against_the_local_stack(tmp_path: Path) -> None:
     log = (tmp_path / "lab.log").read_text()
     assert "agent   | ready in " in log
     assert "stopped" in log
+
+
+async def test_the_deployed_target_against_the_agentcore_standin(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The deployed target as on AWS, offline: the runtime is the AgentCore stand-in in front of the
+    local agent, the endpoint the SageMaker stand-in, both reached through the SDK's own settings."""
+    config = StackConfig(
+        speech_port=0,
+        standin_port=0,
+        agent_port=0,
+        web_port=0,
+        agentcore_port=0,
+        browser_server=False,
+        speech_engine="zero",
+        speech_frame_ms=200,  # audio events within AgentCore's 32 KB frames
+        agentcore=True,
+    )
+    env = {k: v for k, v in os.environ.items() if k != "BEDROCK_MODEL_ID"}
+    async with launch(config, base_env=env) as stack:
+        urls = stack.urls
+        assert urls.standin_url is not None
+        assert urls.ca_file is not None
+        assert urls.agentcore_ca_file is not None
+        bundle = tmp_path / "bundle.pem"  # one bundle trusting both stand-ins, as AWS_CA_BUNDLE can
+        bundle.write_bytes(urls.ca_file.read_bytes() + urls.agentcore_ca_file.read_bytes())
+        for key in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_REGION", "AWS_ENDPOINT_URL"):
+            monkeypatch.delenv(key, raising=False)
+        monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
+        monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
+        for key, value in agentcore_environment(urls).items():
+            monkeypatch.setenv(key, value)
+        monkeypatch.setenv("AWS_CA_BUNDLE", str(bundle))
+        monkeypatch.setenv("AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME_HTTP2", urls.standin_url)
+        for transport in ("sse", "websocket"):
+            options = LabOptions(
+                target="deployed",
+                trials=1,
+                e2e_trials=1,
+                endpoint_name=config.endpoint_name,
+                agent_arn=LOCAL_RUNTIME_ARN,
+                region="us-east-1",
+                agent_transport=transport,
+            )
+            results = await run_deployed(options)
+            assert results.deployed
+            assert results.notes == (
+                f"speech: SageMaker endpoint {config.endpoint_name} at {urls.standin_url}",
+                f"agent: AgentCore runtime {LOCAL_RUNTIME_ARN} through "
+                + ("InvokeAgentRuntime" if transport == "sse" else "the WebSocket route")
+                + f" at {urls.agentcore_url}",
+            )
+            assert results.agent_route == ("SSE" if transport == "sse" else "WebSocket")
+            assert (len(results.end_to_end.batch), len(results.end_to_end.stream)) == (1, 1)
+            assert results.end_to_end.batch[0].first_audio_ms > results.end_to_end.batch[0].first_text_ms
+            assert results.sizes.clips == 24
+            assert results.sizes.encoded_bytes > results.sizes.raw_bytes * 4 // 3
+            lines = [" ".join(line.split()) for line in render(results).splitlines()]
+            assert "reference: AWS write-up, deployed runtime 3.5x" in lines

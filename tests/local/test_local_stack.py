@@ -20,12 +20,17 @@ import pytest
 from agent_app.models import DEMO_ANSWER
 from kokoro_server import model_pin
 from local.stack import (
+    AGENTCORE_FRAME_WARNING,
+    LOCAL_RUNTIME_ARN,
     REPO_ROOT,
     SPEECH_PACKAGE_ROOT,
     StackConfig,
     StackError,
+    StackUrls,
     Weights,
     agent_env,
+    agentcore_environment,
+    agentcore_spec,
     build_parser,
     cached_real_weights,
     child_env,
@@ -35,6 +40,7 @@ from local.stack import (
     speech_spec,
     with_ports,
 )
+from local.standin.agentcore_auth import ALLOWED
 
 CA = Path("/tmp/ca.pem")
 STANDIN = "https://127.0.0.1:8443"
@@ -155,6 +161,67 @@ def test_speech_spec_passes_engine_and_weights() -> None:
     assert real.ready_timeout_s == 600.0
 
 
+def test_the_agentcore_standin_fronts_the_agent_and_tells_callers_how_to_reach_it(tmp_path: Path) -> None:
+    config = StackConfig(agent_port=9100, agentcore_port=9444, agentcore=True)
+    spec = agentcore_spec(config, tmp_path, {})
+    assert (spec.name, spec.argv) == (
+        "runtime",
+        (
+            sys.executable,
+            "-m",
+            "local.agentcore_standin",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            "9444",
+            "--runtime",
+            f"{LOCAL_RUNTIME_ARN}=http://127.0.0.1:9100",
+            "--region",
+            "us-east-1",
+            "--cert-dir",
+            str(tmp_path),
+        ),
+    )
+    urls = StackUrls(
+        speech_url="http://127.0.0.1:1",
+        speech_ws_url="ws://127.0.0.1:1/x",
+        agent_url="http://127.0.0.1:9100",
+        standin_url=None,
+        ca_file=None,
+        web_url=None,
+        agentcore_url="https://127.0.0.1:9444",
+        agentcore_ca_file=tmp_path / "ca.pem",
+        agentcore_credentials={"AWS_ACCESS_KEY_ID": ALLOWED.access_key, "AWS_SECRET_ACCESS_KEY": ALLOWED.secret_key},
+    )
+    assert agentcore_environment(urls) == {
+        "AWS_ENDPOINT_URL_BEDROCK_AGENTCORE": "https://127.0.0.1:9444",
+        "AWS_CA_BUNDLE": str(tmp_path / "ca.pem"),
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "AWS_ACCESS_KEY_ID": "AKIDAGENTCORESTANDIN",
+        "AWS_SECRET_ACCESS_KEY": "agentcore-stand-in-test-secret",
+    }
+    assert "--speech-frame-ms 200" in AGENTCORE_FRAME_WARNING
+    framed = speech_spec(StackConfig(speech_frame_ms=200, speech_engine="zero"), Weights(None, False, "none"), {})
+    assert framed.argv[-2:] == ("--frame-ms", "200")
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        with pytest.raises(StackError, match=rf"^port {port} \(--agentcore-port\) is in use"):
+            with_ports(
+                StackConfig(
+                    speech_port=0, standin_port=0, agent_port=0, web_port=0, agentcore=True, agentcore_port=port
+                )
+            )
+        # Without --agentcore its port is neither checked nor changed.
+        assert (
+            with_ports(
+                StackConfig(speech_port=0, standin_port=0, agent_port=0, web_port=0, agentcore_port=port)
+            ).agentcore_port
+            == port
+        )
+
+
 def test_flags_map_onto_the_config() -> None:
     assert config_from_args(build_parser().parse_args([])) == StackConfig()
     args = build_parser().parse_args(
@@ -163,6 +230,8 @@ def test_flags_map_onto_the_config() -> None:
     assert config_from_args(args) == StackConfig(
         speech_transport="websocket", browser_server=False, agent_port=9000, weights="random"
     )
+    args = build_parser().parse_args(["--agentcore", "--agentcore-port", "9555", "--speech-frame-ms", "200"])
+    assert config_from_args(args) == StackConfig(agentcore=True, agentcore_port=9555, speech_frame_ms=200)
 
 
 def test_cached_real_weights_needs_every_file(tmp_path: Path) -> None:
@@ -241,6 +310,7 @@ def test_the_command_prints_the_page_url_and_stops_cleanly_on_ctrl_c() -> None:
     """`python -m local.stack` as a user runs it: the last line names the page; SIGINT stops all."""
     argv = [sys.executable, "-m", "local.stack", "--speech-engine", "zero"]
     argv += ["--speech-port", "0", "--standin-port", "0", "--agent-port", "0", "--web-port", "0"]
+    argv += ["--agentcore", "--agentcore-port", "0", "--speech-frame-ms", "200"]
     env = {k: v for k, v in os.environ.items() if k != "BEDROCK_MODEL_ID"}
     process = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     lines: list[str] = []
@@ -265,9 +335,16 @@ def test_the_command_prints_the_page_url_and_stops_cleanly_on_ctrl_c() -> None:
     assert process.returncode == 0, lines
     assert lines[-1] == "stack   | stopped"
     pids = [int(m.group(1)) for line in lines if (m := re.search(r"\| ready in [\d.]+ s \(pid (\d+)\)$", line))]
-    assert len(pids) == 4  # speech, standin, agent, web
+    assert len(pids) == 5  # speech, standin, agent, runtime (the AgentCore stand-in), web
     for pid in pids:
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)
     stopped = [line.split("|")[0].strip() for line in lines if "| stopped (" in line]
-    assert stopped == ["web", "agent", "standin", "speech"]  # newest first
+    assert stopped == ["web", "runtime", "agent", "standin", "speech"]  # newest first
+    runtime = [line for line in lines if line.startswith("stack   |   runtime  https://127.0.0.1:")]
+    assert len(runtime) == 1, lines
+    assert runtime[0].endswith(f"(AgentCore Runtime stand-in: {LOCAL_RUNTIME_ARN})")
+    talk = [line for line in lines if line.startswith("stack   |   talk     env AWS_ENDPOINT_URL_BEDROCK_AGENTCORE=")]
+    assert len(talk) == 1, lines
+    assert talk[0].endswith(f"voicestack talk --runtime-arn {LOCAL_RUNTIME_ARN}")
+    assert not any(AGENTCORE_FRAME_WARNING in line for line in lines)  # --speech-frame-ms was given
