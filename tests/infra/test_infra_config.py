@@ -10,6 +10,7 @@ from infra.config import (
     CONFIG_KEYS,
     AutoscalingConfig,
     ConfigError,
+    PublicAccessConfig,
     StackConfig,
     check_memory_of_stack,
     parse_config,
@@ -82,7 +83,23 @@ def test_defaults_parse_into_the_documented_stack() -> None:
         memory_event_expiry_days=30,
         memory_id=None,
         tags=(),
+        public=None,
     )
+
+
+def test_public_access_is_off_by_default_and_reads_its_keys_when_on() -> None:
+    assert parse(publicSignUp="true", signInMfa="required", maxSessionsPerUser="5").public is None
+    assert parse(publicAccess="true").public == PublicAccessConfig(
+        sign_up=False, mfa="off", domain_prefix=None, max_sessions_per_user=2
+    )
+    assert parse(
+        publicAccess="true",
+        publicSignUp="true",
+        signInMfa="required",
+        signInDomainPrefix="talk-to-us",
+        maxSessionsPerUser="10",
+    ).public == PublicAccessConfig(sign_up=True, mfa="required", domain_prefix="talk-to-us", max_sessions_per_user=10)
+    assert parse(publicAccess="true", signInMfa="optional").public == PublicAccessConfig(sign_up=False, mfa="optional")
 
 
 def test_operations_keys_accept_their_documented_values() -> None:
@@ -297,6 +314,22 @@ MODEL = (
             "voicestack:tags tag 'aws:owner' is reserved: keys may not start with aws: or be one of project, stack "
             '(got \'{"aws:owner": "x"}\')',
         ),
+        ("publicAccess", "on", "voicestack:publicAccess must be one of true, false (got 'on')"),
+        ("publicSignUp", "1", "voicestack:publicSignUp must be one of true, false (got '1')"),
+        ("signInMfa", "totp", "voicestack:signInMfa must be one of off, optional, required (got 'totp')"),
+        ("signInMfa", "OFF", "voicestack:signInMfa must be one of off, optional, required (got 'OFF')"),
+        ("maxSessionsPerUser", "0", "voicestack:maxSessionsPerUser must be an integer from 1 to 10 (got '0')"),
+        ("maxSessionsPerUser", "11", "voicestack:maxSessionsPerUser must be an integer from 1 to 10 (got '11')"),
+        *(
+            (
+                "signInDomainPrefix",
+                prefix,
+                "voicestack:signInDomainPrefix must be empty or 1 to 63 lower-case letters, digits and hyphens, "
+                "starting and ending with a letter or digit, without aws, amazon, cognito (Cognito's rule for "
+                f"domain prefixes) (got {prefix!r})",
+            )
+            for prefix in ("Talk", "-talk", "talk-", "talk.to.us", "x" * 64, "my-aws-agent", "amazonian", "cognitouser")
+        ),
         (
             "speechVoice",
             "zz_nobody",
@@ -309,6 +342,13 @@ def test_invalid_values_name_the_key_and_the_allowed_values(key: str, value: str
     with pytest.raises(ConfigError) as raised:
         parse(**{key: value})
     assert str(raised.value) == message
+
+
+def test_public_keys_are_checked_while_public_access_is_off() -> None:
+    # Like the autoscaling keys: a typo is reported the day it is made, not the day the door opens.
+    with pytest.raises(ConfigError) as raised:
+        parse(signInMfa="sometimes")
+    assert str(raised.value) == "voicestack:signInMfa must be one of off, optional, required (got 'sometimes')"
 
 
 def test_a_missing_key_is_named() -> None:
