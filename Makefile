@@ -46,6 +46,7 @@ help:
 	@echo "make lock    - after changing dependencies in pyproject.toml: re-resolve uv.lock, re-export image pins"
 	@echo "make preflight STACK=dev - before pulumi up: what would fail on AWS, each failing line with its fix"
 	@echo "make deployer-policy - regenerate the deployer's least-privilege IAM policies (infra/deployer-policy/)"
+	@echo "make add-user STACK=dev EMAIL=name@example.com - an account on a stack open to people (Cognito mails it)"
 
 # Syncs the environment with uv.lock, exactly (all extras; packages the lock does not name are removed).
 # Costs well under a second when nothing changed.
@@ -139,3 +140,9 @@ preflight: env
 
 deployer-policy: env
 	"$(PY)" -m tests.infra.deployer_policy_file
+
+# A stack open to people (publicAccess): Cognito creates the account and mails a temporary password.
+.PHONY: add-user
+EMAIL ?=
+add-user: env
+	"$(PY)" -m voicestack add-user --stack "$(STACK)" --email "$(EMAIL)"
