@@ -25,7 +25,7 @@ from infra.aws_context import AwsContext
 from infra.config import CONFIG_KEYS, PublicAccessConfig, StackConfig, check_memory_of_stack, parse_config
 from infra.images import Images, ImagesArgs, torch_version
 from infra.metrics import dashboard_url, metrics_namespace
-from infra.monitoring import Alerts, AlertsArgs, Monitoring, MonitoringArgs
+from infra.monitoring import Alerts, AlertsArgs, Monitoring, MonitoringArgs, WatchedRuntime
 from infra.page import (
     PageFile,
     PageFiles,
@@ -353,6 +353,13 @@ def build(
             runtime_arn=agent.runtime_arn,
             runtime_name=runtime_name,
             runtime_log_group=agent.log_group_name,
+            public_runtime=None
+            if agent.public is None
+            else WatchedRuntime(
+                arn=agent.public.arn,
+                name=naming.public_runtime_name(project, stack),
+                log_group=agent.public.log_group.name,
+            ),
         ),
         tagged,
     )

@@ -169,11 +169,11 @@ def test_every_taggable_request_carries_the_default_tags() -> None:
         as_dict = tags if isinstance(tags, dict) else {entry["Key"]: entry["Value"] for entry in tags}
         assert as_dict == expected, f"{request.source}: {request.operation}"
     # Repository, 2 roles, model, endpoint config, endpoint, scalable target, 2 runtimes, memory, the endpoint's log
-    # group, topic, 7 alarms, the 2 buckets' PutBucketTagging (objects carry them in their Tagging header), the user
+    # group, topic, 9 alarms, the 2 buckets' PutBucketTagging (objects carry them in their Tagging header), the user
     # pool and the distribution. The runtimes' log groups get them from AdoptedLogGroup
     # (tests/infra/test_infra_runtime_logs.py); CloudFront's access control and headers policy and Cognito's client,
     # domain and style take no tags.
-    assert tagged == 23
+    assert tagged == 25
 
 
 def find_request(run: ProgramRun, operation: str) -> ApiRequest:

@@ -52,6 +52,12 @@ FRONT_DOOR = {
     (RUNTIME, "agent-public-runtime"),
     ("pulumi-python:dynamic/voicestack:AdoptedLogGroup", "agent-public-logs"),
     ("pulumi-python:dynamic/voicestack:LogGroupSweep", "agent-public-log-sweep"),
+    *(
+        ("aws:cloudwatch/logMetricFilter:LogMetricFilter", f"monitoring-public-agent-{metric}")
+        for metric in ("TimeToFirstText", "TimeToFirstAudio", "Invocations")
+    ),
+    ("aws:cloudwatch/metricAlarm:MetricAlarm", "monitoring-public-agent-system-errors"),
+    ("aws:cloudwatch/metricAlarm:MetricAlarm", "monitoring-public-agent-throttles"),
     ("voicestack:index:PageFiles", "page-files"),
     (OBJECT, "page-files-config.json"),
     *((OBJECT, f"page-files-{file.relative.replace('/', '-')}") for file in PAGE_FILES),
@@ -191,6 +197,42 @@ def test_the_public_runtimes_log_group_is_taken_over_and_swept(public: ProgramRu
     assert logs.inputs["name"] == f"/aws/bedrock-agentcore/runtimes/{runtime.outputs['agentRuntimeId']}-DEFAULT"
     assert sweep.inputs["prefix"] == "/aws/bedrock-agentcore/runtimes/voicestack_dev_public-", sweep.urn
     assert sweep.urn in runtime.dependencies, runtime.urn
+
+
+def test_the_public_runtime_is_watched_like_the_first(public: ProgramRun) -> None:
+    runtime = find(public.resources, RUNTIME, "agent-public-runtime")
+    logs = find(public.resources, "pulumi-python:dynamic/voicestack:AdoptedLogGroup", "agent-public-logs")
+    iam_filter = find(
+        public.resources, "aws:cloudwatch/logMetricFilter:LogMetricFilter", "monitoring-agent-Invocations"
+    )
+    public_filter = find(
+        public.resources, "aws:cloudwatch/logMetricFilter:LogMetricFilter", "monitoring-public-agent-Invocations"
+    )
+    # The same series: the experience alarm and the dashboard count every caller.
+    assert {k: v for k, v in public_filter.inputs.items() if k != "logGroupName"} == {
+        k: v for k, v in iam_filter.inputs.items() if k != "logGroupName"
+    }, public_filter.urn
+    assert public_filter.inputs["logGroupName"] == logs.inputs["name"], public_filter.urn
+    errors = find(public.resources, "aws:cloudwatch/metricAlarm:MetricAlarm", "monitoring-public-agent-system-errors")
+    assert errors.inputs["dimensions"] == {
+        "Resource": runtime.outputs["agentRuntimeArn"],
+        "Operation": "InvokeAgentRuntime",
+        "Name": "voicestack_dev_public::DEFAULT",
+    }, errors.urn
+    assert errors.inputs["alarmDescription"] == "AgentCore runtime voicestack_dev_public: server-side errors"
+    dashboard = find(public.resources, "aws:cloudwatch/dashboard:Dashboard", "monitoring-dashboard")
+    [widget] = [
+        w
+        for w in json.loads(dashboard.inputs["dashboardBody"])["widgets"]
+        if w["properties"]["title"] == "Agent runtime errors and throttles"
+    ]
+    assert [
+        metric[1] for metric in widget["properties"]["metrics"] if metric[7] == "voicestack_dev_public::DEFAULT"
+    ] == [
+        "SystemErrors",
+        "UserErrors",
+        "Throttles",
+    ]
 
 
 # --- sign-in ----------------------------------------------------------------------------------------
