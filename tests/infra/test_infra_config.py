@@ -1,10 +1,13 @@
 """Configuration: Pulumi.yaml declares every key once; parse_config accepts the defaults and names
 the key and the allowed values for every invalid value, before any resource is declared."""
 
+import re
 from pathlib import Path
 
 import pytest
 import yaml  # type: ignore[import-untyped]
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from infra.config import (
     CONFIG_KEYS,
@@ -401,3 +404,43 @@ def test_an_incomplete_weights_dir_stops_the_program_before_any_resource(tmp_pat
         "voices/af_bella.pt, voices/am_michael.pt, voices/bf_emma.pt"
     )
     assert registered == []
+
+
+# --- hostile values: every string either parses into what the API accepts, or fails naming the key ------
+
+ANY_TEXT = st.text(st.characters(codec="utf-8"), max_size=80)
+
+
+def outcome(**overrides: str) -> StackConfig | str:
+    """The parsed configuration, or the error's message."""
+    try:
+        return parse(**overrides)
+    except ConfigError as error:
+        return str(error)
+
+
+@settings(derandomize=True, max_examples=300)
+@given(ANY_TEXT)
+def test_any_sign_in_prefix_is_a_valid_domain_or_a_named_error(raw: str) -> None:
+    config = outcome(publicAccess="true", signInDomainPrefix=raw)
+    if isinstance(config, str):
+        assert config.startswith("voicestack:signInDomainPrefix must be empty or 1 to 63 lower-case letters")
+        return
+    assert config.public is not None
+    prefix = config.public.domain_prefix
+    assert prefix is None if raw == "" else prefix == raw
+    if prefix is not None:
+        assert re.fullmatch(r"^[a-z0-9](?:[a-z0-9\-]{0,61}[a-z0-9])?$", prefix)  # CreateUserPoolDomain's pattern
+        assert not any(word in prefix for word in ("aws", "amazon", "cognito"))
+
+
+@settings(derandomize=True, max_examples=300)
+@given(ANY_TEXT, ANY_TEXT)
+def test_any_mfa_or_session_limit_is_one_of_the_allowed_values_or_a_named_error(mfa: str, sessions: str) -> None:
+    config = outcome(publicAccess="true", signInMfa=mfa, maxSessionsPerUser=sessions)
+    if isinstance(config, str):
+        assert config.startswith(("voicestack:signInMfa must be one of", "voicestack:maxSessionsPerUser must be"))
+        return
+    assert config.public is not None
+    assert config.public.mfa in ("off", "optional", "required")
+    assert 1 <= config.public.max_sessions_per_user <= 10

@@ -7,11 +7,14 @@ import json
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from agent_app.config import load_config as load_agent_config
 from infra.agent import JwtAuth, agent_environment, auth_environment, jwt_authorizer
 from infra.page import (
     ASSET_CACHE,
+    CONTENT_TYPES,
     CSP_MAX_CHARACTERS,
     REVALIDATE,
     PageFile,
@@ -296,3 +299,18 @@ def test_the_repositorys_page_can_be_hosted() -> None:
     assert files["index.html"] == PageFile("index.html", "text/html; charset=utf-8", REVALIDATE)
     assert files["player-worklet.js"].content_type == "text/javascript; charset=utf-8"
     assert "config.json" not in files
+
+
+@settings(derandomize=True, max_examples=300)
+@given(st.text(st.characters(codec="utf-8", exclude_characters="\x00"), min_size=1, max_size=60))
+def test_any_file_name_gets_a_browser_type_or_a_named_error(relative: str) -> None:
+    try:
+        file = page_file(relative)
+    except PageSourceError as error:
+        message = str(error)
+    else:
+        assert file.relative == relative
+        assert file.content_type in CONTENT_TYPES.values()
+        assert file.cache_control in (REVALIDATE, ASSET_CACHE)
+        return
+    assert message.startswith(f"{relative}: no browser content type for ")

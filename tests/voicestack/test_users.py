@@ -14,11 +14,14 @@ import botocore.session  # type: ignore[import-untyped]
 import pytest
 from botocore.config import Config  # type: ignore[import-untyped]
 from botocore.stub import Stubber  # type: ignore[import-untyped]
+from botocore.validate import ParamValidator  # type: ignore[import-untyped]
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from voicestack.cli import build_parser, main
+from voicestack.cli import UsageError, build_parser, main
 from voicestack.pulumi_stack import read_stack
 from voicestack.repository import REPO_ROOT
-from voicestack.users import AddUserCommand, create_user_request
+from voicestack.users import AddUserCommand, create_user_request, email_address
 
 REGION = "eu-west-1"
 POOL = "eu-west-1_AbCdEf123"
@@ -141,8 +144,6 @@ def test_resend_mails_a_new_temporary_password(capsys: pytest.CaptureFixture[str
 
 
 def test_the_request_is_valid_for_the_cognito_model() -> None:
-    from botocore.validate import ParamValidator  # type: ignore[import-untyped]
-
     shape = SESSION.get_service_model("cognito-idp").operation_model("AdminCreateUser").input_shape
     for resend in (False, True):
         report = ParamValidator().validate(create_user_request(POOL, EMAIL, resend=resend), shape)
@@ -325,3 +326,19 @@ def test_the_makefile_runs_add_user_with_stack_and_email() -> None:
     makefile = (REPO_ROOT / "Makefile").read_text(encoding="utf-8")
     assert '\t"$(PY)" -m voicestack add-user --stack "$(STACK)" --email "$(EMAIL)"\n' in makefile
     assert "make add-user STACK=dev EMAIL=name@example.com" in makefile
+
+
+@settings(derandomize=True, max_examples=300)
+@given(st.text(st.characters(codec="utf-8"), max_size=80))
+def test_any_address_is_one_cognito_takes_or_a_usage_error(raw: str) -> None:
+    try:
+        address = email_address(raw)
+    except UsageError as error:
+        message = str(error)
+    else:
+        request = create_user_request(POOL, address, resend=False)
+        shape = SESSION.get_service_model("cognito-idp").operation_model("AdminCreateUser").input_shape
+        assert not ParamValidator().validate(request, shape).has_errors()
+        assert address == raw.strip()
+        return
+    assert message == f"--email must be one e-mail address (name@example.com), got {raw!r}"
