@@ -48,6 +48,7 @@ help:
 	@echo "make lock    - after changing dependencies in pyproject.toml: re-resolve uv.lock, re-export image pins"
 	@echo "make preflight STACK=dev - before pulumi up: what would fail on AWS, each failing line with its fix"
 	@echo "make deployer-policy - regenerate the deployer's least-privilege IAM policies (infra/deployer-policy/)"
+	@echo "make add-user STACK=dev EMAIL=name@example.com - an account on a stack open to people (Cognito mails it)"
 
 # Syncs the environment with uv.lock, exactly (all extras; packages the lock does not name are removed).
 # Costs well under a second when nothing changed.
@@ -158,3 +159,10 @@ deployer-policy: env
 page: env
 	$(REQUIRE_STACK)
 	"$(PY)" -m local.webserver --remote --stack "$(STACK)" $(PAGE_ARGS)
+
+# A stack open to people (publicAccess): Cognito creates the account and mails a temporary password.
+.PHONY: add-user
+EMAIL ?=
+add-user: env
+	$(REQUIRE_STACK)
+	"$(PY)" -m voicestack add-user --stack "$(STACK)" --email "$(EMAIL)"

@@ -19,12 +19,15 @@ from typing import Any, Final, Literal, get_args
 
 import yaml  # type: ignore[import-untyped]
 
+from infra.naming import SIGN_IN_DOMAIN_PREFIX, SIGN_IN_DOMAIN_RESERVED
 from kokoro_server import model_pin
 
 SpeechMode = Literal["stream", "batch"]
 SPEECH_MODES: Final[tuple[str, ...]] = get_args(SpeechMode)
 ScalingMetric = Literal["concurrentRequests", "activeSessions"]
 SCALING_METRICS: Final[tuple[str, ...]] = get_args(ScalingMetric)
+SignInMfa = Literal["off", "optional", "required"]
+SIGN_IN_MFA_MODES: Final[tuple[str, ...]] = get_args(SignInMfa)
 
 CONFIG_KEYS: Final = (
     "retainStorage",
@@ -47,6 +50,11 @@ CONFIG_KEYS: Final = (
     "memoryEventExpiryDays",
     "memoryId",
     "tags",
+    "publicAccess",
+    "publicSignUp",
+    "signInMfa",
+    "signInDomainPrefix",
+    "maxSessionsPerUser",
 )
 """Every key the program reads, in the order Pulumi.yaml declares them (a test keeps the two equal)."""
 
@@ -92,7 +100,11 @@ _MEMORY_ID: Final = re.compile(rf"[a-zA-Z][a-zA-Z0-9_-]{{0,99}}{_MEMORY_ID_SUFFI
 """An AgentCore Memory id (bedrock-agentcore-control's memoryId pattern): the memory's name, `-`, 10 characters."""
 RESERVED_TAG_KEYS: Final = ("project", "stack")
 """Default tags the program sets itself; `tags` may not override them."""
-_EMAIL = re.compile(r"[^@\s]+@[^@\s]+\.[^@\s]+")
+EMAIL_ADDRESS: Final = re.compile(r"[^@\s]+@[^@\s]+\.[^@\s]+")
+"""One e-mail address, as the alarm topic and the sign-in pool take it (name@example.com)."""
+MAX_SESSIONS_PER_USER_RANGE: Final = (1, 10)
+"""Conversations one person may hold open at once on the public runtime: one per tab they talk in; more than a
+handful is a script, and every session is a microVM AgentCore bills."""
 _TAG_TEXT = re.compile(r"[\w\s.:/=+\-@]*")
 
 INFERENCE_PROFILE_GEOGRAPHIES: Final = ("us", "us-gov", "eu", "apac", "jp", "au", "ca", "global")
@@ -115,6 +127,18 @@ class AutoscalingConfig:
     """concurrentRequests: SageMaker's concurrent requests per instance; activeSessions: the speech server's
     own gauge of open sessions per instance (a custom metric from its log lines)."""
     target_sessions: int = 4
+
+
+@dataclass(frozen=True)
+class PublicAccessConfig:
+    """What `publicAccess: true` adds: sign-in (who may sign up, MFA, the login domain) and the per-user limit."""
+
+    sign_up: bool
+    """Anyone may create an account on the sign-in page; False: only the deployer adds people (add-user)."""
+    mfa: SignInMfa = "off"
+    domain_prefix: str | None = None
+    """The managed login domain's prefix; None: derived from project, stack, account and region (infra/naming.py)."""
+    max_sessions_per_user: int = 2
 
 
 @dataclass(frozen=True)
@@ -142,6 +166,8 @@ class StackConfig:
     imports it instead of creating a second memory of the same name. None: create the memory."""
     tags: tuple[tuple[str, str], ...] = ()
     """Extra default tags for every AWS resource, beside project and stack (sorted by key)."""
+    public: PublicAccessConfig | None = None
+    """The front door for people (publicAccess); None: the stack has none."""
 
 
 def declared_config(project_file: Path) -> dict[str, dict[str, Any]]:
@@ -211,7 +237,20 @@ def parse_config(values: Mapping[str, str | None], *, namespace: str) -> StackCo
         memory_event_expiry_days=reader.integer("memoryEventExpiryDays", MEMORY_EXPIRY_RANGE_DAYS),
         memory_id=reader.optional("memoryId", _memory_id),
         tags=reader.parsed("tags", _extra_tags),
+        public=_public_access(reader),
     )
+
+
+def _public_access(reader: _Reader) -> PublicAccessConfig | None:
+    """The front door's keys, read (and so checked) whether or not it is on, like the autoscaling keys."""
+    enabled = reader.boolean("publicAccess")
+    public = PublicAccessConfig(
+        sign_up=reader.boolean("publicSignUp"),
+        mfa=reader.parsed("signInMfa", _sign_in_mfa),
+        domain_prefix=reader.optional("signInDomainPrefix", _sign_in_domain_prefix),
+        max_sessions_per_user=reader.integer("maxSessionsPerUser", MAX_SESSIONS_PER_USER_RANGE),
+    )
+    return public if enabled else None
 
 
 def check_memory_of_stack(memory_id: str | None, memory_name: str, *, namespace: str) -> None:
@@ -302,8 +341,28 @@ def _memory_id(raw: str) -> str:
     return raw
 
 
+def _sign_in_mfa(raw: str) -> SignInMfa:
+    if raw == "off":
+        return "off"
+    if raw == "optional":
+        return "optional"
+    if raw == "required":
+        return "required"
+    raise ValueError(f"must be one of {', '.join(SIGN_IN_MFA_MODES)}")
+
+
+def _sign_in_domain_prefix(raw: str) -> str:
+    reserved = [word for word in SIGN_IN_DOMAIN_RESERVED if word in raw]
+    if SIGN_IN_DOMAIN_PREFIX.fullmatch(raw) is None or reserved:
+        raise ValueError(
+            "must be empty or 1 to 63 lower-case letters, digits and hyphens, starting and ending with a letter or "
+            f"digit, without {', '.join(SIGN_IN_DOMAIN_RESERVED)} (Cognito's rule for domain prefixes)"
+        )
+    return raw
+
+
 def _email(raw: str) -> str:
-    if _EMAIL.fullmatch(raw) is None:
+    if EMAIL_ADDRESS.fullmatch(raw) is None:
         raise ValueError("must be empty or one e-mail address (name@example.com)")
     return raw
 

@@ -40,6 +40,12 @@ PolicyArns = Callable[[AwsScope, str, str], tuple[str, ...]]
 ANY: Final = "*"
 PREFLIGHT: Final = "voicestack:preflight"
 """The pseudo-type under which the preflight's read-only calls are granted."""
+ADD_USER: Final = "voicestack:add-user"
+"""The pseudo-type under which `voicestack add-user` (a stack open to people) is granted."""
+COMMANDS: Final = (PREFLIGHT, ADD_USER)
+"""The deployer's own commands, granted beside what the program declares."""
+BUCKETS: Final = ("storage-weights", "page-bucket")
+"""The program's buckets by logical name; a bucket setting is named `<bucket>-<setting>`."""
 MANAGED_POLICY_CHARACTERS: Final = 6144
 """IAM's limit on a managed policy document, white space not counted (IAM and STS quotas)."""
 
@@ -111,12 +117,19 @@ def _bucket(scope: AwsScope, project: str, name: str) -> tuple[str, ...]:
 
 
 def _bucket_only(scope: AwsScope, project: str, name: str) -> tuple[str, ...]:
-    # Bucket settings act on the bucket their `bucket` input names: storage-weights-*, the program's one bucket.
-    return (f"arn:{scope.partition}:s3:::storage-weights-*",)
+    # A bucket setting acts on the bucket its `bucket` input names; the program names each `<bucket>-<setting>`.
+    buckets = [bucket for bucket in BUCKETS if name.startswith(f"{bucket}-")]
+    if not buckets:
+        raise MissingGrant(f"bucket setting {name} names none of the program's buckets ({', '.join(BUCKETS)})")
+    return (f"arn:{scope.partition}:s3:::{buckets[0]}-*",)
 
 
-def _weights(scope: AwsScope, project: str, name: str) -> tuple[str, ...]:
-    # Objects live under the pinned model's prefix; deleting one removes all its versions (ListBucketVersions).
+def _objects(scope: AwsScope, project: str, name: str) -> tuple[str, ...]:
+    # Weights live under the pinned model's prefix, the page's files at the page bucket's root; deleting an object
+    # removes all its versions (ListBucketVersions).
+    if name.startswith("page-files-"):
+        bucket = f"arn:{scope.partition}:s3:::page-bucket-*"
+        return (bucket, f"{bucket}/*")
     bucket = f"arn:{scope.partition}:s3:::storage-weights-*"
     return (bucket, f"{bucket}/{model_pin.REPO_ID}/*")
 
@@ -159,12 +172,27 @@ def _agentcore(kind: str, suffix: str) -> PolicyArns:
 
 
 def _workload_identities(scope: AwsScope, project: str, name: str) -> tuple[str, ...]:
+    # The IAM runtime `<project>_<stack>_agent` and, on a stack open to people, `<project>_<stack>_public`.
     directory = scope.arn("bedrock-agentcore", "workload-identity-directory/default")
     return (
         *_agentcore("runtime", "agent")(scope, project, name),
+        *_agentcore("runtime", "public")(scope, project, name),
         directory,
         f"{directory}/workload-identity/{project}_*",
     )
+
+
+def _user_pools(scope: AwsScope, project: str, name: str) -> tuple[str, ...]:
+    # Cognito picks pool ids (`<region>_<9 characters>`); clients, domains and styles are authorized on their pool.
+    return (scope.arn("cognito-idp", "userpool/*"),)
+
+
+def _cloudfront(kind: str) -> PolicyArns:
+    def arns(scope: AwsScope, project: str, name: str) -> tuple[str, ...]:
+        # CloudFront picks the ids and its ARNs name no region.
+        return (scope.arn("cloudfront", f"{kind}/*", region=False),)
+
+    return arns
 
 
 def _log_group(prefix: str) -> PolicyArns:
@@ -316,7 +344,72 @@ GRANTS: Final[Mapping[str, Grant]] = {
         read=("s3:GetObject",),
         tag=("s3:GetObjectTagging", "s3:PutObjectTagging"),
         delete=("s3:DeleteObject", "s3:DeleteObjectVersion", "s3:ListBucketVersions"),
-        arns=_weights,
+        arns=_objects,
+    ),
+    "aws:s3/bucketOwnershipControls:BucketOwnershipControls": Grant(
+        source="aws_s3_bucket_ownership_controls (DeleteBucketOwnershipControls is PutBucketOwnershipControls)",
+        create=("s3:PutBucketOwnershipControls",),
+        read=("s3:GetBucketOwnershipControls",),
+        arns=_bucket_only,
+    ),
+    "aws:cognito/userPool:UserPool": Grant(
+        source="aws_cognito_user_pool: create, then SetUserPoolMfaConfig for TOTP; read refreshes the MFA config",
+        read=("cognito-idp:DescribeUserPool", "cognito-idp:GetUserPoolMfaConfig"),
+        update=("cognito-idp:SetUserPoolMfaConfig", "cognito-idp:UpdateUserPool"),
+        tag=("cognito-idp:ListTagsForResource", "cognito-idp:TagResource", "cognito-idp:UntagResource"),
+        delete=("cognito-idp:DeleteUserPool",),
+        arns=_user_pools,
+        account_wide=("cognito-idp:CreateUserPool",),
+    ),
+    "aws:cognito/userPoolClient:UserPoolClient": Grant(
+        source="aws_cognito_user_pool_client",
+        create=("cognito-idp:CreateUserPoolClient",),
+        read=("cognito-idp:DescribeUserPoolClient",),
+        update=("cognito-idp:UpdateUserPoolClient",),
+        delete=("cognito-idp:DeleteUserPoolClient",),
+        arns=_user_pools,
+    ),
+    "aws:cognito/userPoolDomain:UserPoolDomain": Grant(
+        source="aws_cognito_user_pool_domain (DescribeUserPoolDomain takes only '*')",
+        create=("cognito-idp:CreateUserPoolDomain",),
+        update=("cognito-idp:UpdateUserPoolDomain",),
+        delete=("cognito-idp:DeleteUserPoolDomain",),
+        arns=_user_pools,
+        account_wide=("cognito-idp:DescribeUserPoolDomain",),
+    ),
+    "aws:cognito/managedLoginBranding:ManagedLoginBranding": Grant(
+        source="aws_cognito_managed_login_branding",
+        create=("cognito-idp:CreateManagedLoginBranding",),
+        read=("cognito-idp:DescribeManagedLoginBranding", "cognito-idp:DescribeManagedLoginBrandingByClient"),
+        update=("cognito-idp:UpdateManagedLoginBranding",),
+        delete=("cognito-idp:DeleteManagedLoginBranding",),
+        arns=_user_pools,
+    ),
+    "aws:cloudfront/originAccessControl:OriginAccessControl": Grant(
+        source="aws_cloudfront_origin_access_control (CreateOriginAccessControl takes only '*')",
+        read=("cloudfront:GetOriginAccessControl",),
+        update=("cloudfront:UpdateOriginAccessControl",),
+        delete=("cloudfront:DeleteOriginAccessControl",),
+        arns=_cloudfront("origin-access-control"),
+        account_wide=("cloudfront:CreateOriginAccessControl",),
+    ),
+    "aws:cloudfront/responseHeadersPolicy:ResponseHeadersPolicy": Grant(
+        source="aws_cloudfront_response_headers_policy (CreateResponseHeadersPolicy takes only '*')",
+        read=("cloudfront:GetResponseHeadersPolicy",),
+        update=("cloudfront:UpdateResponseHeadersPolicy",),
+        delete=("cloudfront:DeleteResponseHeadersPolicy",),
+        arns=_cloudfront("response-headers-policy"),
+        account_wide=("cloudfront:CreateResponseHeadersPolicy",),
+    ),
+    "aws:cloudfront/distribution:Distribution": Grant(
+        source="aws_cloudfront_distribution: CreateDistributionWithTags is authorized as CreateDistribution and "
+        "TagResource; waiting for deployment polls GetDistribution; delete disables, waits, then deletes",
+        read=("cloudfront:GetDistribution", "cloudfront:GetDistributionConfig"),
+        update=("cloudfront:UpdateDistribution",),
+        tag=("cloudfront:ListTagsForResource", "cloudfront:TagResource", "cloudfront:UntagResource"),
+        delete=("cloudfront:DeleteDistribution",),
+        arns=_cloudfront("distribution"),
+        account_wide=("cloudfront:CreateDistribution",),
     ),
     "aws:iam/role:Role": Grant(
         source="aws_iam_role: CreateRole with tags needs iam:TagRole; delete lists what is attached first",
@@ -485,6 +578,11 @@ GRANTS: Final[Mapping[str, Grant]] = {
         arns=_subscription_topic,
         account_wide=("sns:GetSubscriptionAttributes", "sns:SetSubscriptionAttributes", "sns:Unsubscribe"),
     ),
+    ADD_USER: Grant(
+        source="voicestack/users.py: AdminCreateUser in the stack's user pool (Cognito e-mails the invitation)",
+        create=("cognito-idp:AdminCreateUser",),
+        arns=_user_pools,
+    ),
     PREFLIGHT: Grant(
         source="voicestack/preflight.py: read-only checks before the first `pulumi up`",
         read=("bedrock:GetInferenceProfile", "sagemaker:DescribeEndpoint"),
@@ -492,6 +590,7 @@ GRANTS: Final[Mapping[str, Grant]] = {
         account_wide=(
             "bedrock-agentcore:ListAgentRuntimes",
             "bedrock-agentcore:ListMemories",
+            "cognito-idp:DescribeUserPoolDomain",
             "bedrock:GetFoundationModelAvailability",
             "servicequotas:ListAWSDefaultServiceQuotas",
             "servicequotas:ListServiceQuotas",
@@ -499,13 +598,15 @@ GRANTS: Final[Mapping[str, Grant]] = {
         ),
     ),
 }
-"""Every resource type and invoke the program may declare, and the preflight's calls (a test keeps it complete)."""
+"""Every resource type and invoke the program may declare, and the deployer's commands (a test keeps it complete)."""
 
 
 def statement_id(type_token: str) -> str:
     """`aws:ecr/repository:Repository` -> `EcrRepository`; `docker-build:index:Image` -> `DockerBuildImage`."""
     if type_token == PREFLIGHT:
         return "Preflight"
+    if type_token == ADD_USER:
+        return "AddUser"
     package, module, name = type_token.split(":")
     if package == "aws":
         module = module.split("/", 1)[0]
@@ -525,8 +626,8 @@ def deployer_policy(
     scope: AwsScope,
     grants: Mapping[str, Grant] = GRANTS,
 ) -> PolicyDocument:
-    """The policy document for everything `declared` (plus the preflight); raises `MissingGrant`."""
-    items = [*declared, Declared(PREFLIGHT, "preflight")]
+    """The policy document for everything `declared` (plus the deployer's commands); raises `MissingGrant`."""
+    items = [*declared, *(Declared(command, command.split(":")[1]) for command in COMMANDS)]
     missing = sorted({item.type for item in items} - set(grants))
     if missing:
         raise MissingGrant(f"no deployer actions for {', '.join(missing)}: add them to infra/deployer_policy.GRANTS")

@@ -5,7 +5,8 @@ endpoint's logs, publishes the endpoint's instance metrics and reads its rollbac
 are what SageMaker itself does with the role: the CreateModel execution-role policy lists
 `cloudwatch:PutMetricData`, and deployment guardrails need `cloudwatch:DescribeAlarms` on the
 auto-rollback alarms). The AgentCore runtime role streams to exactly one SageMaker endpoint, invokes
-one Bedrock model, reads and writes one AgentCore Memory, pulls its image and writes logs. No action
+one Bedrock model, reads and writes one AgentCore Memory, pulls its image and writes logs; a stack open
+to people runs its second, JWT-authorized runtime with the same role (infra/agent.py). No action
 is a wildcard; a resource is `*` only where the service has no resource-level permissions for that
 action, and a comment next to that statement says so.
 
@@ -133,17 +134,17 @@ def ecr_pull_statements(repository_arn: str) -> list[Statement]:
     ]
 
 
-def log_statements(scope: AwsScope, log_group: str) -> list[Statement]:
-    """Create and write one log group (`log_group` may end in a `*` suffix pattern).
+def log_statements(scope: AwsScope, *log_groups: str) -> list[Statement]:
+    """Create and write the given log groups (each may end in a `*` suffix pattern).
 
     CloudWatch Logs evaluates most log-group actions (DescribeLogStreams among them) against the
     `log-group:NAME:*` form of the ARN, which the API itself returns, and CreateLogGroup against the
     bare one: the group statement names both.
     """
-    group_arn = scope.arn("logs", f"log-group:{log_group}")
+    group_arns = [scope.arn("logs", f"log-group:{log_group}") for log_group in log_groups]
     return [
-        allow("CreateLogGroup", LOG_GROUP_ACTIONS, [group_arn, f"{group_arn}:*"]),
-        allow("WriteLogs", LOG_STREAM_ACTIONS, [f"{group_arn}:log-stream:*"]),
+        allow("CreateLogGroup", LOG_GROUP_ACTIONS, [form for arn in group_arns for form in (arn, f"{arn}:*")]),
+        allow("WriteLogs", LOG_STREAM_ACTIONS, [f"{arn}:log-stream:*" for arn in group_arns]),
     ]
 
 
@@ -260,16 +261,17 @@ def agent_runtime_policy(
     endpoint_arn: str,
     model_id: str,
     repository_arn: str,
-    runtime_name: str,
+    runtime_names: Sequence[str],
     memory_id: str,
 ) -> PolicyDocument:
-    """The AgentCore runtime role's permissions: one endpoint, one model, one memory, image, logs."""
+    """The AgentCore runtime role's permissions: one endpoint, one model, one memory, image, the logs of the
+    runtimes that run with it (the IAM one, and the public one on a stack open to people)."""
     return document(
         allow("StreamToSpeechEndpoint", [INVOKE_STREAM_ACTION], [endpoint_arn]),
         *bedrock_statements(bedrock_model(model_id, scope)),
         allow("UseConversationMemory", MEMORY_ACTIONS, [memory_arn(scope, memory_id)]),
         *ecr_pull_statements(repository_arn),
-        *log_statements(scope, agentcore_log_group_pattern(runtime_name)),
+        *log_statements(scope, *(agentcore_log_group_pattern(name) for name in runtime_names)),
         # What AWS's own AgentCore Runtime construct grants (there on `log-group:*`): the runtime lists log
         # groups. The Service Authorization Reference lists no resource type for DescribeLogGroups, so only
         # "*" is certain to match; it is no wider, the action lists the whole account's groups either way.

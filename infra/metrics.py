@@ -12,7 +12,7 @@ because nothing reads it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final, Literal
 
@@ -163,8 +163,9 @@ def errors_alarm(endpoint_name: pulumi.Input[str], variant_name: str) -> AlarmSp
     )
 
 
-def runtime_alarms(runtime_arn: pulumi.Input[str], runtime_name: str) -> list[AlarmSpec]:
-    """AgentCore's own errors and throttles for the runtime (dimension names: see infra/README.md)."""
+def runtime_alarms(runtime_arn: pulumi.Input[str], runtime_name: str, key: str = "agent") -> list[AlarmSpec]:
+    """AgentCore's own errors and throttles for one runtime (dimension names: see infra/README.md); `key` starts
+    the alarms' keys (`agent` for the IAM runtime, `public-agent` for the one people reach)."""
     dimensions: dict[str, pulumi.Input[str]] = {
         "Resource": runtime_arn,
         "Operation": AGENTCORE_OPERATION,
@@ -172,8 +173,8 @@ def runtime_alarms(runtime_arn: pulumi.Input[str], runtime_name: str) -> list[Al
     }
     return [
         AlarmSpec(
-            "agent-system-errors",
-            "AgentCore runtime server-side errors",
+            f"{key}-system-errors",
+            f"AgentCore runtime {runtime_name}: server-side errors",
             AGENTCORE_NAMESPACE,
             "SystemErrors",
             dimensions,
@@ -181,8 +182,8 @@ def runtime_alarms(runtime_arn: pulumi.Input[str], runtime_name: str) -> list[Al
             statistic="Sum",
         ),
         AlarmSpec(
-            "agent-throttles",
-            "AgentCore runtime throttles invocations",
+            f"{key}-throttles",
+            f"AgentCore runtime {runtime_name} throttles invocations",
             AGENTCORE_NAMESPACE,
             "Throttles",
             dimensions,
@@ -208,11 +209,24 @@ def experience_alarms(namespace: str) -> list[AlarmSpec]:
 
 
 def dashboard_body(
-    *, region: str, endpoint_name: str, variant_name: str, runtime_arn: str, runtime_name: str, namespace: str
+    *,
+    region: str,
+    endpoint_name: str,
+    variant_name: str,
+    runtime_arn: str,
+    runtime_name: str,
+    namespace: str,
+    other_runtimes: Sequence[tuple[str, str]] = (),
 ) -> dict[str, object]:
-    """One CloudWatch dashboard of the series the alarms watch, plus the speech server's own gauges."""
+    """One CloudWatch dashboard of the series the alarms watch, plus the speech server's own gauges;
+    `other_runtimes` ((ARN, name): the public runtime) join the runtime errors widget."""
     variant = ["EndpointName", endpoint_name, "VariantName", variant_name]
-    runtime = ["Resource", runtime_arn, "Operation", AGENTCORE_OPERATION, "Name", f"{runtime_name}::DEFAULT"]
+
+    def runtime_dimensions(arn: str, name: str) -> list[object]:
+        return ["Resource", arn, "Operation", AGENTCORE_OPERATION, "Name", f"{name}::DEFAULT"]
+
+    runtimes = [runtime_dimensions(runtime_arn, runtime_name)]
+    runtimes += [runtime_dimensions(arn, name) for arn, name in other_runtimes]
 
     def widget(title: str, metrics: list[list[object]], stat: str, x: int, y: int) -> dict[str, object]:
         return {
@@ -273,9 +287,9 @@ def dashboard_body(
             widget(
                 "Agent runtime errors and throttles",
                 [
-                    [AGENTCORE_NAMESPACE, "SystemErrors", *runtime],
-                    [AGENTCORE_NAMESPACE, "UserErrors", *runtime],
-                    [AGENTCORE_NAMESPACE, "Throttles", *runtime],
+                    [AGENTCORE_NAMESPACE, metric, *runtime]
+                    for runtime in runtimes
+                    for metric in ("SystemErrors", "UserErrors", "Throttles")
                 ],
                 "Sum",
                 12,

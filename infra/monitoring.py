@@ -95,6 +95,17 @@ class MonitoringArgs:
     runtime_arn: pulumi.Input[str]
     runtime_name: str
     runtime_log_group: pulumi.Input[str]
+    public_runtime: WatchedRuntime | None = None
+    """The runtime people reach (publicAccess): its agent metrics and AgentCore's alarms, like the first one's."""
+
+
+@dataclass(frozen=True)
+class WatchedRuntime:
+    """One more AgentCore runtime of the agent's image to watch."""
+
+    arn: pulumi.Input[str]
+    name: str
+    log_group: pulumi.Input[str]
 
 
 class Monitoring(pulumi.ComponentResource):
@@ -109,28 +120,36 @@ class Monitoring(pulumi.ComponentResource):
         child = pulumi.ResourceOptions(parent=self)
         namespace = filter_namespace(args.metrics_namespace)
 
-        def log_filter(metric: LogMetric, log_group: pulumi.Input[str]) -> aws.cloudwatch.LogMetricFilter:
+        def log_filter(
+            metric: LogMetric, log_group: pulumi.Input[str], prefix: str = ""
+        ) -> aws.cloudwatch.LogMetricFilter:
             return aws.cloudwatch.LogMetricFilter(
-                f"{name}-{metric.service}-{metric.name}",
+                f"{name}-{prefix}{metric.service}-{metric.name}",
                 log_group_name=log_group,
                 pattern=metric.filter_pattern(),
                 metric_transformation=metric.transformation(namespace),
                 opts=child,
             )
 
+        public = args.public_runtime
+        # The public runtime's lines become the same series (Service=agent): the experience alarm and the dashboard
+        # read every caller, signed in or IAM-signed.
         self.metric_filters = [
             *(log_filter(metric, args.endpoint_log_group) for metric in SPEECH_METRICS),
             *(log_filter(metric, args.runtime_log_group) for metric in AGENT_METRICS),
+            *(log_filter(metric, public.log_group, "public-") for metric in AGENT_METRICS if public is not None),
         ]
 
         specs = [
             *endpoint_alarms(args.endpoint_name, args.variant_name),
             *runtime_alarms(args.runtime_arn, args.runtime_name),
+            *(runtime_alarms(public.arn, public.name, "public-agent") if public is not None else []),
             *experience_alarms(namespace),
         ]
         self.alarms = [metric_alarm(name, spec, args.topic_arn, child) for spec in specs]
 
-        body = pulumi.Output.all(args.region, args.endpoint_name, args.runtime_arn).apply(
+        public_arn = public.arn if public is not None else ""
+        body = pulumi.Output.all(args.region, args.endpoint_name, args.runtime_arn, public_arn).apply(
             lambda values: json.dumps(
                 dashboard_body(
                     region=values[0],
@@ -139,6 +158,7 @@ class Monitoring(pulumi.ComponentResource):
                     runtime_arn=values[2],
                     runtime_name=args.runtime_name,
                     namespace=namespace,
+                    other_runtimes=[(values[3], public.name)] if public is not None else [],
                 )
             )
         )

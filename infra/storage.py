@@ -45,21 +45,40 @@ def image_lifecycle_policy(keep_untagged: int) -> dict[str, Any]:
     }
 
 
+def deny_insecure_transport(bucket_arn: str) -> dict[str, Any]:
+    """The statement that denies every S3 request on the bucket and its objects not made over TLS."""
+    return {
+        "Sid": "DenyInsecureTransport",
+        "Effect": "Deny",
+        "Principal": "*",
+        "Action": "s3:*",
+        "Resource": [bucket_arn, f"{bucket_arn}/*"],
+        "Condition": {"Bool": {"aws:SecureTransport": "false"}},
+    }
+
+
 def tls_only_bucket_policy(bucket_arn: str) -> dict[str, Any]:
     """Denies every S3 request on the bucket and its objects that is not made over TLS."""
-    return {
-        "Version": "2012-10-17",
-        "Statement": [
-            {
-                "Sid": "DenyInsecureTransport",
-                "Effect": "Deny",
-                "Principal": "*",
-                "Action": "s3:*",
-                "Resource": [bucket_arn, f"{bucket_arn}/*"],
-                "Condition": {"Bool": {"aws:SecureTransport": "false"}},
-            }
-        ],
-    }
+    return {"Version": "2012-10-17", "Statement": [deny_insecure_transport(bucket_arn)]}
+
+
+def make_private(name: str, bucket: aws.s3.Bucket, opts: pulumi.ResourceOptions) -> None:
+    """Default encryption (SSE-S3) and all four public access blocks on `bucket`, named `<name>-...`."""
+    aws.s3.BucketServerSideEncryptionConfiguration(
+        f"{name}-encryption",
+        bucket=bucket.id,
+        rules=[{"apply_server_side_encryption_by_default": {"sse_algorithm": "AES256"}}],
+        opts=opts,
+    )
+    aws.s3.BucketPublicAccessBlock(
+        f"{name}-public-access",
+        bucket=bucket.id,
+        block_public_acls=True,
+        block_public_policy=True,
+        ignore_public_acls=True,
+        restrict_public_buckets=True,
+        opts=opts,
+    )
 
 
 @dataclass(frozen=True)
@@ -98,21 +117,7 @@ class Storage(pulumi.ComponentResource):
         )
 
         self.bucket = aws.s3.Bucket(f"{name}-weights", force_destroy=not args.retain, opts=child)
-        aws.s3.BucketServerSideEncryptionConfiguration(
-            f"{name}-weights-encryption",
-            bucket=self.bucket.id,
-            rules=[{"apply_server_side_encryption_by_default": {"sse_algorithm": "AES256"}}],
-            opts=child,
-        )
-        aws.s3.BucketPublicAccessBlock(
-            f"{name}-weights-public-access",
-            bucket=self.bucket.id,
-            block_public_acls=True,
-            block_public_policy=True,
-            ignore_public_acls=True,
-            restrict_public_buckets=True,
-            opts=child,
-        )
+        make_private(f"{name}-weights", self.bucket, child)
         aws.s3.BucketPolicy(
             f"{name}-weights-tls-only",
             bucket=self.bucket.id,

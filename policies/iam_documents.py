@@ -81,6 +81,21 @@ def parse_statements(source: object) -> list[Statement] | Unknown:
 
     Returns `UNKNOWN` when the document (or any part of it) is unknown; raises `PolicyDocumentError`.
     """
+    entries = raw_statements(source)
+    if entries is UNKNOWN:
+        return UNKNOWN
+    statements: list[Statement] = []
+    for index, entry in enumerate(entries, start=1):
+        statement = _statement(entry, index)
+        if statement is UNKNOWN:
+            return UNKNOWN
+        statements.append(statement)
+    return statements
+
+
+def raw_statements(source: object) -> list[Mapping[str, object]] | Unknown:
+    """The statements of a policy document (JSON string or dict) as plain objects, for rules that read more of a
+    statement than `Statement` holds (principals, conditions); `UNKNOWN` or `PolicyDocumentError` as above."""
     if source is UNKNOWN:
         return UNKNOWN
     document: object = source
@@ -95,22 +110,24 @@ def parse_statements(source: object) -> list[Statement] | Unknown:
     if raw is UNKNOWN:
         return UNKNOWN
     entries: Sequence[object] = raw if isinstance(raw, list) else [raw] if raw is not None else []
-    statements: list[Statement] = []
+    statements: list[Mapping[str, object]] = []
     for index, entry in enumerate(entries, start=1):
         if entry is UNKNOWN:
             return UNKNOWN
         if not isinstance(entry, Mapping):
             raise PolicyDocumentError(f"statement {index} is not a JSON object")
-        statement = _statement(entry, index)
-        if statement is UNKNOWN:
-            return UNKNOWN
-        statements.append(statement)
+        statements.append(entry)
     return statements
 
 
-def _statement(entry: Mapping[str, object], index: int) -> Statement | Unknown:
+def statement_label(entry: Mapping[str, object], index: int) -> str:
+    """How messages name a statement: its Sid, else its 1-based position."""
     sid = entry.get("Sid")
-    label = f'statement "{sid}"' if isinstance(sid, str) and sid else f"statement {index}"
+    return f'statement "{sid}"' if isinstance(sid, str) and sid else f"statement {index}"
+
+
+def _statement(entry: Mapping[str, object], index: int) -> Statement | Unknown:
+    label = statement_label(entry, index)
     fields: dict[str, tuple[str, ...] | None] = {}
     for key in ("Action", "NotAction", "Resource", "NotResource"):
         value = entry.get(key)

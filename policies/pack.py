@@ -6,7 +6,7 @@ from typing import Final
 
 from pulumi_policy import Policy
 
-from policies import compute, iam, iam_database, images, storage
+from policies import cloudfront, compute, iam, iam_database, images, storage
 
 PACK_NAME: Final = "voicestack-guardrails"
 
@@ -15,5 +15,6 @@ ALL_POLICIES: Final[list[Policy]] = [
     *iam.POLICIES,
     *iam_database.POLICIES,
     *storage.POLICIES,
+    *cloudfront.POLICIES,
     *compute.POLICIES,
 ]

@@ -1,5 +1,5 @@
 """Rules for storage: buckets are encrypted and private, images are scanned, and a stack that does not
-retain its storage takes it along when destroyed."""
+retain its storage takes it along when destroyed (buckets, repositories, and the sign-in pool's accounts)."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ ENCRYPTION_TYPES: Final = (
 )
 PUBLIC_ACCESS_BLOCK_TYPE: Final = "aws:s3/bucketPublicAccessBlock:BucketPublicAccessBlock"
 REPOSITORY_TYPE: Final = "aws:ecr/repository:Repository"
+USER_POOL_TYPE: Final = "aws:cognito/userPool:UserPool"
 
 SSE_ALGORITHMS: Final = frozenset({"AES256", "aws:kms", "aws:kms:dsse"})
 PUBLIC_ACCESS_FLAGS: Final = ("blockPublicAcls", "blockPublicPolicy", "ignorePublicAcls", "restrictPublicBuckets")
@@ -140,7 +141,8 @@ def check_scan_on_push(props: Props) -> list[str]:
 
 
 def check_storage_deleted_with_stack(resources: Sequence[StackResource], retain_storage: str | None) -> list[Violation]:
-    """Unless the stack retains storage, buckets set forceDestroy and repositories set forceDelete.
+    """Unless the stack retains storage, buckets set forceDestroy, repositories forceDelete, and user pools leave
+    deletion protection off (Cognito refuses to delete a protected pool, so `pulumi destroy` would fail on it).
 
     `retain_storage` is the stack's `voicestack:retainStorage` as configured ("true"/"false"; unset = false).
     """
@@ -155,6 +157,17 @@ def check_storage_deleted_with_stack(resources: Sequence[StackResource], retain_
             subject, flag = f"S3 bucket '{resource.name}'", "forceDestroy"
         elif resource.type == REPOSITORY_TYPE:
             subject, flag = f"ECR repository '{resource.name}'", "forceDelete"
+        elif resource.type == USER_POOL_TYPE:
+            protection = resource.props.get("deletionProtection")
+            if protection == "ACTIVE":
+                violations.append(
+                    Violation(
+                        f"Cognito user pool '{resource.name}' must leave deletionProtection INACTIVE {why}; it is "
+                        f"{_shown(protection)}.",
+                        resource.urn,
+                    )
+                )
+            continue
         else:
             continue
         value = resource.props.get(flag)
@@ -196,7 +209,7 @@ ECR_SCAN_ON_PUSH = resource_policy(
 
 STORAGE_DELETED_WITH_STACK = stack_policy(
     name="storage-deleted-with-stack",
-    description="In a stack that does not retain storage, buckets and repositories are deleted with the stack.",
+    description="In a stack that does not retain storage, buckets, repositories and user pools go with the stack.",
     check=storage_deleted_check(stack_retain_storage),
     enforcement_level=EnforcementLevel.ADVISORY,
 )

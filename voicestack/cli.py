@@ -53,9 +53,9 @@ class Command(Protocol):
 def _commands() -> list[Command]:
     # Imported here, not at module level: `voicestack --help` should not pay for every command's
     # dependencies (boto3, websockets), and one command's import cannot break the others' tests.
-    from voicestack import preflight, talk
+    from voicestack import preflight, talk, users
 
-    return [talk, preflight]
+    return [talk, preflight, users]
 
 
 def build_parser(commands: Sequence[Command] | None = None) -> argparse.ArgumentParser:

@@ -9,6 +9,9 @@ infra/config.py itself (which imports nothing of Pulumi). Then, in this order:
 - AgentCore in the stack's region, and no other runtime holding the stack's runtime name;
 - the stack's memory: a memory kept by an earlier destroy must be adopted (`memoryId`), an adopted
   one must exist;
+- on a stack open to people (publicAccess): no other runtime holding the public runtime's name, and
+  the managed login domain's prefix free or the stack's own (prefixes are unique per region across
+  all accounts; the answer also says that Cognito is offered in the region);
 - no other endpoint holding the stack's endpoint name;
 - the SageMaker instance type offered for endpoints in the region, and its endpoint quota at least
   twice the fleet (a blue/green update runs both fleets);
@@ -82,6 +85,10 @@ class Target:
         return naming.runtime_name(self.project, self.stack)
 
     @property
+    def public_runtime_name(self) -> str:
+        return naming.public_runtime_name(self.project, self.stack)
+
+    @property
     def memory_name(self) -> str:
         return naming.memory_name(self.project, self.stack)
 
@@ -138,7 +145,8 @@ def _pages(client: Any, operation: str, key: str, **params: Any) -> list[dict[st
     return [item for page in client.get_paginator(operation).paginate(**params) for item in page[key]]
 
 
-def check_credentials(clients: Clients, target: Target) -> Outcome:
+def check_credentials(clients: Clients, target: Target) -> tuple[Outcome, str | None]:
+    """Whose credentials these are; returns the account too (None when there are none)."""
     name = "credentials"
     try:
         identity = clients("sts").get_caller_identity()
@@ -148,14 +156,14 @@ def check_credentials(clients: Clients, target: Target) -> Outcome:
             name,
             f"no AWS credentials found{profile}",
             "aws configure, aws sso login, or export AWS_PROFILE=<profile> in the shell that runs pulumi",
-        )
+        ), None
     except ClientError as error:
         return Outcome.failed(
             name,
             f"sts:GetCallerIdentity was refused: {_code(error)}",
             "renew the credentials (aws sso login, or new keys)",
-        )
-    return Outcome.passed(name, f"account {identity['Account']} as {identity['Arn']}")
+        ), None
+    return Outcome.passed(name, f"account {identity['Account']} as {identity['Arn']}"), str(identity["Account"])
 
 
 def check_agentcore(clients: Clients, target: Target) -> tuple[Outcome, list[dict[str, Any]] | None]:
@@ -179,19 +187,72 @@ def check_agentcore(clients: Clients, target: Target) -> tuple[Outcome, list[dic
     return Outcome.passed(name, f"AgentCore Runtime answers in {target.region}"), runtimes
 
 
-def check_runtime_name(target: Target, runtimes: list[dict[str, Any]]) -> Outcome:
-    name = "runtime name"
-    taken = [runtime for runtime in runtimes if runtime["agentRuntimeName"] == target.runtime_name]
+def check_runtime_name(
+    target: Target,
+    runtimes: list[dict[str, Any]],
+    *,
+    name: str = "runtime name",
+    runtime_name: str | None = None,
+    output: str = "agentRuntimeArn",
+) -> Outcome:
+    """No runtime outside the stack holds its name (the IAM runtime's by default; the public one's by argument)."""
+    wanted = target.runtime_name if runtime_name is None else runtime_name
+    taken = [runtime for runtime in runtimes if runtime["agentRuntimeName"] == wanted]
     if not taken:
-        return Outcome.passed(name, f"no runtime named {target.runtime_name} yet")
+        return Outcome.passed(name, f"no runtime named {wanted} yet")
     runtime = taken[0]
-    if runtime["agentRuntimeArn"] == target.outputs.get("agentRuntimeArn"):
-        return Outcome.passed(name, f"{target.runtime_name} is the stack's own runtime")
+    if runtime["agentRuntimeArn"] == target.outputs.get(output):
+        return Outcome.passed(name, f"{wanted} is the stack's own runtime")
     return Outcome.failed(
         name,
-        f"a runtime named {target.runtime_name} already exists ({runtime['agentRuntimeId']}), not this stack's",
+        f"a runtime named {wanted} already exists ({runtime['agentRuntimeId']}), not this stack's",
         f"aws bedrock-agentcore-control delete-agent-runtime --region {target.region} "
         f"--agent-runtime-id {runtime['agentRuntimeId']}, or deploy under another stack name",
+    )
+
+
+def check_public_runtime_name(target: Target, runtimes: list[dict[str, Any]]) -> Outcome:
+    return check_runtime_name(
+        target,
+        runtimes,
+        name="public runtime name",
+        runtime_name=target.public_runtime_name,
+        output="publicAgentRuntimeArn",
+    )
+
+
+def sign_in_prefix(target: Target, account: str) -> str:
+    """The managed login domain's prefix the program will declare (configured, or derived as it derives it)."""
+    public = target.config.public
+    if public is not None and public.domain_prefix is not None:
+        return public.domain_prefix
+    return naming.sign_in_domain_prefix(target.project, target.stack, account, target.region)
+
+
+def check_sign_in_domain(clients: Clients, target: Target, account: str) -> Outcome:
+    name = "sign-in domain"
+    prefix = sign_in_prefix(target, account)
+    client = clients("cognito-idp")
+    try:
+        found = client.describe_user_pool_domain(Domain=prefix)["DomainDescription"]
+    except EndpointConnectionError:
+        return Outcome.failed(
+            name,
+            f"Cognito does not answer in {target.region} ({client.meta.endpoint_url})",
+            f"pulumi config set aws:region <a region with Cognito and AgentCore> --stack {target.stack}",
+        )
+    except ClientError as error:
+        return _refused(name, "cognito-idp:DescribeUserPoolDomain", error)
+    owner = found.get("UserPoolId")
+    if not owner:
+        return Outcome.passed(name, f"{prefix}.auth.{target.region}.amazoncognito.com is free")
+    if owner == target.outputs.get("userPoolId"):
+        return Outcome.passed(name, f"{prefix} is the stack's own (user pool {owner})")
+    return Outcome.failed(
+        name,
+        f"the prefix {prefix} is taken in {target.region} (user pool {owner}"
+        + (f", account {found['AWSAccountId']})" if found.get("AWSAccountId") else ")"),
+        f"pulumi config set {target.key('signInDomainPrefix')} <another prefix> --stack {target.stack}",
     )
 
 
@@ -381,20 +442,25 @@ def _check_profile(bedrock: Any, target: Target, profile_id: str) -> Outcome:
 
 def aws_outcomes(target: Target, clients: Clients) -> list[Outcome]:
     """Every AWS check, in order; without credentials the others are skipped."""
-    credentials = check_credentials(clients, target)
-    later = ("agentcore region", "runtime name", "kept memory", "endpoint name", "instance type", "endpoint quota")
-    if credentials.status == "FAIL":
+    public = target.config.public is not None
+    credentials, account = check_credentials(clients, target)
+    runtime_names = ["runtime name", *(["public runtime name"] if public else [])]
+    later = ("agentcore region", *runtime_names, "kept memory", *(["sign-in domain"] if public else []))
+    later += ("endpoint name", "instance type", "endpoint quota")
+    if credentials.status == "FAIL" or account is None:
         return [credentials, *(Outcome.skipped(name, "needs credentials") for name in later)]
     agentcore, runtimes = check_agentcore(clients, target)
-    names = (
-        [check_runtime_name(target, runtimes), check_memory(clients, target)]
-        if runtimes is not None
-        else [Outcome.skipped("runtime name", "needs AgentCore"), Outcome.skipped("kept memory", "needs AgentCore")]
-    )
+    if runtimes is not None:
+        names = [check_runtime_name(target, runtimes)]
+        names += [check_public_runtime_name(target, runtimes)] if public else []
+        names.append(check_memory(clients, target))
+    else:
+        names = [Outcome.skipped(name, "needs AgentCore") for name in (*runtime_names, "kept memory")]
     return [
         credentials,
         agentcore,
         *names,
+        *([check_sign_in_domain(clients, target, account)] if public else []),
         check_endpoint_name(clients, target),
         *check_instance_type_and_quota(clients, target),
         *check_model(clients, target),
@@ -425,10 +491,11 @@ def boto3_clients(region: str, profile: str | None) -> Clients:
 
 
 def read_with_pulumi_cli(stack: str) -> StackView:
-    """The stack through the Pulumi CLI, which the preflight cannot do without (it has no other flags)."""
+    """The stack through the Pulumi CLI, which commands that take only --stack (preflight, add-user) cannot do
+    without."""
     if shutil.which("pulumi") is None:
         raise UsageError(
-            "preflight reads the stack through the Pulumi CLI, which is not on the PATH: "
+            "the stack is read through the Pulumi CLI, which is not on the PATH: "
             "install it (https://www.pulumi.com/docs/install/)"
         )
     return read_stack(stack)

@@ -2,8 +2,9 @@
 
 The program runs offline under the harness's mocks (tests/infra/pulumi_harness.py) in the
 configurations that between them declare every resource type it has (autoscaling on, an alarm
-e-mail, an adopted memory); every resource and invoke they record becomes a `Declared` for
-infra/deployer_policy.py, with the roles that model and runtime hand to their services.
+e-mail, an adopted memory, the front door of publicAccess); every resource and invoke they record
+becomes a `Declared` for infra/deployer_policy.py, with the roles that model and runtimes hand to
+their services.
 
     PYTHONPATH=.:images/kokoro python -m tests.infra.deployer_policy_file          # write the files
     PYTHONPATH=.:images/kokoro python -m tests.infra.deployer_policy_file --check  # exit 1 if they differ
@@ -35,6 +36,8 @@ VARIANTS: Final[tuple[dict[str, str], ...]] = (
         "autoscalingMetric": "activeSessions",
         "alarmEmail": "ops@example.com",
         "memoryId": "voicestack_dev_memory-AbCdE12345",
+        "publicAccess": "true",
+        "signInMfa": "required",
     },
 )
 """Configurations that together declare every resource type the program can."""

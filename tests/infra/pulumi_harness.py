@@ -39,6 +39,7 @@ import atexit
 import hashlib
 import tempfile
 import threading
+import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -380,6 +381,7 @@ def _bucket(aws: OfflineAws, args: mocks.MockResourceArgs) -> tuple[str, dict[st
         "bucket": bucket,
         "arn": f"arn:{PARTITION}:s3:::{bucket}",
         "bucketDomainName": f"{bucket}.s3.amazonaws.com",
+        "bucketRegionalDomainName": f"{bucket}.s3.{aws.region}.amazonaws.com",
         "region": aws.region,
     }
 
@@ -502,6 +504,58 @@ def _log_group_sweep(aws: OfflineAws, args: mocks.MockResourceArgs) -> tuple[str
     return str(args.inputs["prefix"]), dict(args.inputs)
 
 
+def _user_pool(aws: OfflineAws, args: mocks.MockResourceArgs) -> tuple[str, dict[str, Any]]:
+    # Cognito's pool ids are `<region>_<9 letters or digits>`.
+    pool_id = f"{aws.region}_{_suffix(args.name, 9).upper()}"
+    return pool_id, {
+        **args.inputs,
+        "name": _auto_name(args),
+        "arn": aws.arn("cognito-idp", f"userpool/{pool_id}"),
+        "endpoint": f"cognito-idp.{aws.region}.amazonaws.com/{pool_id}",
+    }
+
+
+def _user_pool_client(aws: OfflineAws, args: mocks.MockResourceArgs) -> tuple[str, dict[str, Any]]:
+    # App client ids are 26 lower-case letters and digits; a public client has no secret.
+    return _suffix(args.name, 26), {**args.inputs, "clientSecret": ""}
+
+
+def _user_pool_domain(aws: OfflineAws, args: mocks.MockResourceArgs) -> tuple[str, dict[str, Any]]:
+    domain = str(args.inputs["domain"])
+    return domain, {**args.inputs, "cloudfrontDistribution": f"d{_suffix(domain, 13)}.cloudfront.net"}
+
+
+def _branding(aws: OfflineAws, args: mocks.MockResourceArgs) -> tuple[str, dict[str, Any]]:
+    branding_id = str(uuid.UUID(_suffix(args.name, 32)))
+    return f"{args.inputs['userPoolId']},{branding_id}", {**args.inputs, "managedLoginBrandingId": branding_id}
+
+
+def _cloudfront_id(name: str) -> str:
+    # CloudFront ids: E followed by 13 upper-case letters and digits.
+    return f"E{_suffix(name, 13).upper()}"
+
+
+def _access_control(aws: OfflineAws, args: mocks.MockResourceArgs) -> tuple[str, dict[str, Any]]:
+    return _cloudfront_id(args.name), {**args.inputs, "etag": "E2QWRUHEXAMPLE", "arn": ""}
+
+
+def _headers_policy(aws: OfflineAws, args: mocks.MockResourceArgs) -> tuple[str, dict[str, Any]]:
+    return str(uuid.UUID(_suffix(args.name, 32))), {**args.inputs, "etag": "E2QWRUHEXAMPLE"}
+
+
+def _distribution(aws: OfflineAws, args: mocks.MockResourceArgs) -> tuple[str, dict[str, Any]]:
+    distribution_id = _cloudfront_id(args.name)
+    return distribution_id, {
+        **args.inputs,
+        "arn": f"arn:{PARTITION}:cloudfront::{ACCOUNT_ID}:distribution/{distribution_id}",
+        "domainName": f"d{_suffix(args.name, 13)}.cloudfront.net",
+        "hostedZoneId": "Z2FDTNDATAQYW2",
+        "status": "Deployed",
+        "etag": "E2QWRUHEXAMPLE",
+        "callerReference": f"terraform-{_suffix(args.name, 20)}",
+    }
+
+
 def _provider(aws: OfflineAws, args: mocks.MockResourceArgs) -> tuple[str, dict[str, Any]]:
     return f"{args.name}-provider", dict(args.inputs)
 
@@ -533,4 +587,12 @@ _RESOURCES: Final[dict[str, Handler]] = {
     "aws:bedrock/agentcoreAgentRuntime:AgentcoreAgentRuntime": _agent_runtime,
     "pulumi-python:dynamic/voicestack:AdoptedLogGroup": _adopted_log_group,
     "pulumi-python:dynamic/voicestack:LogGroupSweep": _log_group_sweep,
+    "aws:s3/bucketOwnershipControls:BucketOwnershipControls": _bucket_setting,
+    "aws:cognito/userPool:UserPool": _user_pool,
+    "aws:cognito/userPoolClient:UserPoolClient": _user_pool_client,
+    "aws:cognito/userPoolDomain:UserPoolDomain": _user_pool_domain,
+    "aws:cognito/managedLoginBranding:ManagedLoginBranding": _branding,
+    "aws:cloudfront/originAccessControl:OriginAccessControl": _access_control,
+    "aws:cloudfront/responseHeadersPolicy:ResponseHeadersPolicy": _headers_policy,
+    "aws:cloudfront/distribution:Distribution": _distribution,
 }

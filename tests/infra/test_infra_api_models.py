@@ -28,8 +28,12 @@ CONFIGS = {
         "alarmEmail": "ops@example.com",
         "tags": '{"team": "voice"}',
         "speechVoice": "bf_emma",
+        "publicAccess": "true",
+        "publicSignUp": "true",
+        "signInMfa": "required",
     },
     "concurrency": {"autoscalingEnabled": "true", "instanceType": "ml.g6e.2xlarge", "logRetentionDays": "3653"},
+    "public": {"publicAccess": "true", "signInMfa": "optional", "signInDomainPrefix": "talk-to-voicestack"},
 }
 
 
@@ -137,6 +141,15 @@ def test_the_operations_cover_what_the_stack_creates() -> None:
         ("logs", "PutMetricFilter"),
         ("sns", "CreateTopic"),
         ("sns", "Subscribe"),
+        ("s3", "PutBucketOwnershipControls"),
+        ("cognito-idp", "CreateUserPool"),
+        ("cognito-idp", "SetUserPoolMfaConfig"),
+        ("cognito-idp", "CreateUserPoolClient"),
+        ("cognito-idp", "CreateUserPoolDomain"),
+        ("cognito-idp", "CreateManagedLoginBranding"),
+        ("cloudfront", "CreateOriginAccessControl"),
+        ("cloudfront", "CreateResponseHeadersPolicy"),
+        ("cloudfront", "CreateDistributionWithTags"),
     }
 
 
@@ -145,18 +158,22 @@ def test_every_taggable_request_carries_the_default_tags() -> None:
     expected = {"project": "voicestack", "stack": "dev", "team": "voice"}
     tagged = 0
     for request in all_requests(run):
-        tags = request.params.get("Tags", request.params.get("tags"))
+        tags = request.params.get("Tags", request.params.get("tags", request.params.get("UserPoolTags")))
         if request.operation == "PutBucketTagging":
             tags = request.params["Tagging"]["TagSet"]
+        if request.operation == "CreateDistributionWithTags":
+            tags = request.params["DistributionConfigWithTags"]["Tags"]["Items"]
         if tags is None:
             continue
         tagged += 1
         as_dict = tags if isinstance(tags, dict) else {entry["Key"]: entry["Value"] for entry in tags}
         assert as_dict == expected, f"{request.source}: {request.operation}"
-    # Repository, 2 roles, model, endpoint config, endpoint, scalable target, runtime, memory, the endpoint's log
-    # group, topic, 7 alarms, and the bucket's PutBucketTagging (objects carry them in their Tagging header). The
-    # runtime's log group gets them from AdoptedLogGroup (tests/infra/test_infra_runtime_logs.py).
-    assert tagged == 19
+    # Repository, 2 roles, model, endpoint config, endpoint, scalable target, 2 runtimes, memory, the endpoint's log
+    # group, topic, 9 alarms, the 2 buckets' PutBucketTagging (objects carry them in their Tagging header), the user
+    # pool and the distribution. The runtimes' log groups get them from AdoptedLogGroup
+    # (tests/infra/test_infra_runtime_logs.py); CloudFront's access control and headers policy and Cognito's client,
+    # domain and style take no tags.
+    assert tagged == 25
 
 
 def find_request(run: ProgramRun, operation: str) -> ApiRequest:
@@ -251,6 +268,94 @@ def test_a_wrong_value_fails_with_the_member_named(
     dev: ProgramRun, operation: str, path: tuple[str | int, ...], value: Any, expected: str
 ) -> None:
     problems = validate(mutated(find_request(dev, operation), path, value))
+    assert len(problems) == 1, problems
+    assert problems[0].startswith(expected), problems
+
+
+@pytest.mark.parametrize(
+    ("operation", "path", "value", "expected"),
+    [
+        (
+            "CreateUserPoolDomain",
+            ("Domain",),
+            "Talk-To-Voicestack",
+            "CreateUserPoolDomain.Domain: 'Talk-To-Voicestack' does not match",
+        ),
+        (
+            "CreateUserPoolClient",
+            ("AuthSessionValidity",),
+            30,
+            "CreateUserPoolClient.AuthSessionValidity: 30 above the maximum 15",
+        ),
+        (
+            "CreateUserPoolClient",
+            ("RefreshTokenRotation", "Feature"),
+            "ON",
+            "CreateUserPoolClient.RefreshTokenRotation.Feature: 'ON' is not one of ENABLED, DISABLED",
+        ),
+        (
+            "CreateUserPool",
+            ("Policies", "PasswordPolicy", "MinimumLength"),
+            100,
+            "CreateUserPool.Policies.PasswordPolicy.MinimumLength: 100 above the maximum 99",
+        ),
+        (
+            "SetUserPoolMfaConfig",
+            ("MfaConfiguration",),
+            "REQUIRED",
+            "SetUserPoolMfaConfig.MfaConfiguration: 'REQUIRED' is not one of OFF, ON, OPTIONAL",
+        ),
+        (
+            "CreateResponseHeadersPolicy",
+            ("ResponseHeadersPolicyConfig", "SecurityHeadersConfig", "FrameOptions", "FrameOption"),
+            "NONE",
+            "CreateResponseHeadersPolicy.ResponseHeadersPolicyConfig.SecurityHeadersConfig.FrameOptions.FrameOption: "
+            "'NONE' is not one of DENY, SAMEORIGIN",
+        ),
+        (
+            "CreateResponseHeadersPolicy",
+            ("ResponseHeadersPolicyConfig", "SecurityHeadersConfig", "ContentSecurityPolicy", "Override"),
+            DELETE,
+            "Missing required parameter in ResponseHeadersPolicyConfig.SecurityHeadersConfig.ContentSecurityPolicy: "
+            '"Override"',
+        ),
+        (
+            "CreateDistributionWithTags",
+            ("DistributionConfigWithTags", "DistributionConfig", "DefaultCacheBehavior", "ViewerProtocolPolicy"),
+            "http-only",
+            "CreateDistributionWithTags.DistributionConfigWithTags.DistributionConfig.DefaultCacheBehavior."
+            "ViewerProtocolPolicy: 'http-only' is not one of allow-all, https-only, redirect-to-https",
+        ),
+        (
+            "CreateOriginAccessControl",
+            ("OriginAccessControlConfig", "SigningProtocol"),
+            "sigv2",
+            "CreateOriginAccessControl.OriginAccessControlConfig.SigningProtocol: 'sigv2' is not one of sigv4, sigv4a",
+        ),
+        (
+            "CreateAgentRuntime",
+            ("requestHeaderConfiguration", "requestHeaderAllowlist", 0),
+            "X-Forwarded-For;",
+            "CreateAgentRuntime.requestHeaderConfiguration.requestHeaderAllowlist[0]: 'X-Forwarded-For;' does not "
+            "match",
+        ),
+        (
+            "CreateAgentRuntime",
+            ("authorizerConfiguration", "customJWTAuthorizer", "discoveryUrl"),
+            "https://cognito-idp.us-east-1.amazonaws.com/us-east-1_X",
+            "CreateAgentRuntime.authorizerConfiguration.customJWTAuthorizer.discoveryUrl: "
+            "'https://cognito-idp.us-east-1.amazonaws.com/us-east-1_X' does not match",
+        ),
+    ],
+)
+def test_a_wrong_value_of_the_front_door_fails_with_the_member_named(
+    operation: str, path: tuple[str | int, ...], value: Any, expected: str
+) -> None:
+    run = program("public")
+    request = find_request(run, operation)
+    if operation == "CreateAgentRuntime":
+        [request] = [r for r in all_requests(run) if r.operation == operation and "authorizerConfiguration" in r.params]
+    problems = validate(mutated(request, path, value))
     assert len(problems) == 1, problems
     assert problems[0].startswith(expected), problems
 

@@ -72,9 +72,48 @@ def test_long_names_are_shortened_with_a_digest_that_tells_them_apart() -> None:
 @given(st.text(min_size=1, max_size=120))
 def test_every_stack_name_yields_names_the_services_accept(stack: str) -> None:
     assert RUNTIME_NAME.fullmatch(naming.runtime_name("voicestack", stack))
+    assert RUNTIME_NAME.fullmatch(naming.public_runtime_name("voicestack", stack))
     assert RUNTIME_NAME.fullmatch(naming.memory_name("voicestack", stack))
     assert ENDPOINT_NAME.fullmatch(naming.endpoint_name("voicestack", stack, "ml.p4de.24xlarge"))
     assert re.fullmatch(r"[A-Za-z0-9_-]{1,255}", naming.dashboard_name("voicestack", stack))
+    assert re.fullmatch(r"[A-Za-z0-9_-]{1,64}", naming.page_resource_name("voicestack", stack, "page-headers"))
+    prefix = naming.sign_in_domain_prefix("voicestack", stack, "123456789012", "us-east-1")
+    assert naming.SIGN_IN_DOMAIN_PREFIX.fullmatch(prefix), prefix
+    assert not any(word in prefix for word in naming.SIGN_IN_DOMAIN_RESERVED), prefix
+
+
+def test_names_of_a_stack_open_to_people() -> None:
+    assert naming.public_runtime_name("voicestack", "dev") == "voicestack_dev_public"
+    assert naming.page_resource_name("voicestack", "dev", "page-headers") == "voicestack-dev-page-headers"
+    # Its own log groups: the IAM runtime's prefix does not cover them, nor the other way round.
+    assert (
+        naming.runtime_log_group_prefix("voicestack_dev_public")
+        == "/aws/bedrock-agentcore/runtimes/voicestack_dev_public-"
+    )
+    digest = hashlib.sha256(b"123456789012:us-east-1:voicestack:dev").hexdigest()[:10]
+    assert naming.sign_in_domain_prefix("voicestack", "dev", "123456789012", "us-east-1") == f"voicestack-dev-{digest}"
+
+
+def test_the_sign_in_prefix_is_the_stacks_own_in_every_account_and_region() -> None:
+    # Cognito prefixes are unique per region across every AWS account: the same stack name elsewhere differs.
+    prefixes = {
+        naming.sign_in_domain_prefix("voicestack", "dev", account, region)
+        for account in ("123456789012", "210987654321")
+        for region in ("us-east-1", "eu-west-1")
+    }
+    assert len(prefixes) == 4
+    assert all(prefix.startswith("voicestack-dev-") for prefix in prefixes)
+
+
+def test_the_sign_in_prefix_leaves_out_the_words_cognito_refuses() -> None:
+    digest = hashlib.sha256(b"1:us-east-1:voicestack:aws-amazon-cognito-prod").hexdigest()[:10]
+    assert naming.sign_in_domain_prefix("voicestack", "aws-amazon-cognito-prod", "1", "us-east-1") == (
+        f"voicestack-prod-{digest}"
+    )
+    # A removal that would spell a refused word anew is removed too.
+    assert "aws" not in naming.sign_in_domain_prefix("voicestack", "aawsws", "1", "us-east-1")
+    digest = hashlib.sha256(b"1:us-east-1:aws:amazon").hexdigest()[:10]
+    assert naming.sign_in_domain_prefix("aws", "amazon", "1", "us-east-1") == digest
 
 
 # --- torch pin ------------------------------------------------------------------------------------
@@ -353,6 +392,7 @@ def test_agent_environment_without_and_with_a_voice() -> None:
         "BEDROCK_MODEL_ID": "amazon.nova-lite-v1:0",
         "AGENTCORE_MEMORY_ID": "voicestack_dev_memory-abc",
         "VOICESTACK_METRICS_NAMESPACE": "voicestack/dev",
+        "AGENT_AUTH": "iam",
     }
     assert environment(None) == expected
     assert environment("bf_emma") == {**expected, "SPEECH_VOICE": "bf_emma"}

@@ -1,15 +1,19 @@
 """Configuration: Pulumi.yaml declares every key once; parse_config accepts the defaults and names
 the key and the allowed values for every invalid value, before any resource is declared."""
 
+import re
 from pathlib import Path
 
 import pytest
 import yaml  # type: ignore[import-untyped]
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from infra.config import (
     CONFIG_KEYS,
     AutoscalingConfig,
     ConfigError,
+    PublicAccessConfig,
     StackConfig,
     check_memory_of_stack,
     parse_config,
@@ -82,7 +86,23 @@ def test_defaults_parse_into_the_documented_stack() -> None:
         memory_event_expiry_days=30,
         memory_id=None,
         tags=(),
+        public=None,
     )
+
+
+def test_public_access_is_off_by_default_and_reads_its_keys_when_on() -> None:
+    assert parse(publicSignUp="true", signInMfa="required", maxSessionsPerUser="5").public is None
+    assert parse(publicAccess="true").public == PublicAccessConfig(
+        sign_up=False, mfa="off", domain_prefix=None, max_sessions_per_user=2
+    )
+    assert parse(
+        publicAccess="true",
+        publicSignUp="true",
+        signInMfa="required",
+        signInDomainPrefix="talk-to-us",
+        maxSessionsPerUser="10",
+    ).public == PublicAccessConfig(sign_up=True, mfa="required", domain_prefix="talk-to-us", max_sessions_per_user=10)
+    assert parse(publicAccess="true", signInMfa="optional").public == PublicAccessConfig(sign_up=False, mfa="optional")
 
 
 def test_operations_keys_accept_their_documented_values() -> None:
@@ -297,6 +317,22 @@ MODEL = (
             "voicestack:tags tag 'aws:owner' is reserved: keys may not start with aws: or be one of project, stack "
             '(got \'{"aws:owner": "x"}\')',
         ),
+        ("publicAccess", "on", "voicestack:publicAccess must be one of true, false (got 'on')"),
+        ("publicSignUp", "1", "voicestack:publicSignUp must be one of true, false (got '1')"),
+        ("signInMfa", "totp", "voicestack:signInMfa must be one of off, optional, required (got 'totp')"),
+        ("signInMfa", "OFF", "voicestack:signInMfa must be one of off, optional, required (got 'OFF')"),
+        ("maxSessionsPerUser", "0", "voicestack:maxSessionsPerUser must be an integer from 1 to 10 (got '0')"),
+        ("maxSessionsPerUser", "11", "voicestack:maxSessionsPerUser must be an integer from 1 to 10 (got '11')"),
+        *(
+            (
+                "signInDomainPrefix",
+                prefix,
+                "voicestack:signInDomainPrefix must be empty or 1 to 63 lower-case letters, digits and hyphens, "
+                "starting and ending with a letter or digit, without aws, amazon, cognito (Cognito's rule for "
+                f"domain prefixes) (got {prefix!r})",
+            )
+            for prefix in ("Talk", "-talk", "talk-", "talk.to.us", "x" * 64, "my-aws-agent", "amazonian", "cognitouser")
+        ),
         (
             "speechVoice",
             "zz_nobody",
@@ -309,6 +345,13 @@ def test_invalid_values_name_the_key_and_the_allowed_values(key: str, value: str
     with pytest.raises(ConfigError) as raised:
         parse(**{key: value})
     assert str(raised.value) == message
+
+
+def test_public_keys_are_checked_while_public_access_is_off() -> None:
+    # Like the autoscaling keys: a typo is reported the day it is made, not the day the door opens.
+    with pytest.raises(ConfigError) as raised:
+        parse(signInMfa="sometimes")
+    assert str(raised.value) == "voicestack:signInMfa must be one of off, optional, required (got 'sometimes')"
 
 
 def test_a_missing_key_is_named() -> None:
@@ -361,3 +404,43 @@ def test_an_incomplete_weights_dir_stops_the_program_before_any_resource(tmp_pat
         "voices/af_bella.pt, voices/am_michael.pt, voices/bf_emma.pt"
     )
     assert registered == []
+
+
+# --- hostile values: every string either parses into what the API accepts, or fails naming the key ------
+
+ANY_TEXT = st.text(st.characters(codec="utf-8"), max_size=80)
+
+
+def outcome(**overrides: str) -> StackConfig | str:
+    """The parsed configuration, or the error's message."""
+    try:
+        return parse(**overrides)
+    except ConfigError as error:
+        return str(error)
+
+
+@settings(derandomize=True, max_examples=300)
+@given(ANY_TEXT)
+def test_any_sign_in_prefix_is_a_valid_domain_or_a_named_error(raw: str) -> None:
+    config = outcome(publicAccess="true", signInDomainPrefix=raw)
+    if isinstance(config, str):
+        assert config.startswith("voicestack:signInDomainPrefix must be empty or 1 to 63 lower-case letters")
+        return
+    assert config.public is not None
+    prefix = config.public.domain_prefix
+    assert prefix is None if raw == "" else prefix == raw
+    if prefix is not None:
+        assert re.fullmatch(r"^[a-z0-9](?:[a-z0-9\-]{0,61}[a-z0-9])?$", prefix)  # CreateUserPoolDomain's pattern
+        assert not any(word in prefix for word in ("aws", "amazon", "cognito"))
+
+
+@settings(derandomize=True, max_examples=300)
+@given(ANY_TEXT, ANY_TEXT)
+def test_any_mfa_or_session_limit_is_one_of_the_allowed_values_or_a_named_error(mfa: str, sessions: str) -> None:
+    config = outcome(publicAccess="true", signInMfa=mfa, maxSessionsPerUser=sessions)
+    if isinstance(config, str):
+        assert config.startswith(("voicestack:signInMfa must be one of", "voicestack:maxSessionsPerUser must be"))
+        return
+    assert config.public is not None
+    assert config.public.mfa in ("off", "optional", "required")
+    assert 1 <= config.public.max_sessions_per_user <= 10

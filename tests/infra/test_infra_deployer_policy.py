@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 
 from infra.deployer_policy import (
+    COMMANDS,
     GRANTS,
     MANAGED_POLICY_CHARACTERS,
-    PREFLIGHT,
     Declared,
     MissingGrant,
     deployer_policy,
@@ -94,7 +94,7 @@ def test_every_type_and_invoke_the_program_declares_has_a_grant(runs: list[Progr
     declared = {item.type for run in runs for item in declared_in(run)}
     assert declared - set(GRANTS) == set()
     # Every grant is used: the table holds nothing the program no longer declares.
-    assert set(GRANTS) - declared == {PREFLIGHT}
+    assert set(GRANTS) - declared == set(COMMANDS)
 
 
 def test_a_type_without_a_grant_stops_the_generation() -> None:
@@ -152,11 +152,27 @@ def physical_arns(resource: RecordedResource, run: ProgramRun) -> list[str]:
         "aws:cloudwatch/dashboard:Dashboard": lambda: [out["dashboardArn"]],
         "aws:sns/topic:Topic": lambda: [out["arn"]],
         "aws:sns/topicSubscription:TopicSubscription": lambda: [inputs["topic"]],
+        "aws:cognito/userPool:UserPool": lambda: [out["arn"]],
+        "aws:cognito/userPoolClient:UserPoolClient": lambda: [pool_arn(inputs["userPoolId"])],
+        "aws:cognito/userPoolDomain:UserPoolDomain": lambda: [pool_arn(inputs["userPoolId"])],
+        "aws:cognito/managedLoginBranding:ManagedLoginBranding": lambda: [pool_arn(inputs["userPoolId"])],
+        "aws:cloudfront/originAccessControl:OriginAccessControl": lambda: [
+            f"arn:aws:cloudfront::{ACCOUNT_ID}:origin-access-control/E1ABCDEF234567"
+        ],
+        "aws:cloudfront/responseHeadersPolicy:ResponseHeadersPolicy": lambda: [
+            f"arn:aws:cloudfront::{ACCOUNT_ID}:response-headers-policy/6a65eee0-cf3c-68d5-433c-fc4f2c3da889"
+        ],
+        "aws:cloudfront/distribution:Distribution": lambda: [out["arn"]],
     }
+
+    def pool_arn(pool_id: str) -> str:
+        return arn("cognito-idp", f"userpool/{pool_id}")
+
     for bucket_setting in (
         "aws:s3/bucketServerSideEncryptionConfiguration:BucketServerSideEncryptionConfiguration",
         "aws:s3/bucketPublicAccessBlock:BucketPublicAccessBlock",
         "aws:s3/bucketPolicy:BucketPolicy",
+        "aws:s3/bucketOwnershipControls:BucketOwnershipControls",
     ):
         by_type[bucket_setting] = lambda: [f"arn:aws:s3:::{inputs['bucket']}"]
     if resource.type == "pulumi:providers:aws":
@@ -231,6 +247,23 @@ def test_service_linked_roles_only_the_two_the_services_create(documents: list[d
     ]
 
 
+def test_the_deployer_may_add_people_to_the_stacks_user_pool(documents: list[dict[str, Any]]) -> None:
+    pool = f"arn:aws:cognito-idp:us-east-1:{ACCOUNT_ID}:userpool/us-east-1_AbCdEf123"
+    assert [s["Sid"] for s in allowing(documents, "cognito-idp:AdminCreateUser", pool)] == ["AddUser"]
+    # And nothing else of the kind: no password resets, no deletions of users.
+    assert allowing(documents, "cognito-idp:AdminDeleteUser", pool) == []
+    assert allowing(documents, "cognito-idp:AdminSetUserPassword", pool) == []
+
+
+def test_the_page_bucket_and_its_objects_are_the_programs_own(documents: list[dict[str, Any]]) -> None:
+    page = "arn:aws:s3:::page-bucket-d4d1647/app.js"
+    assert [s["Sid"] for s in allowing(documents, "s3:PutObject", page)] == ["S3BucketObjectv2"]
+    assert allowing(documents, "s3:PutObject", "arn:aws:s3:::company-site/app.js") == []
+    assert [s["Sid"] for s in allowing(documents, "s3:PutBucketOwnershipControls", "arn:aws:s3:::page-bucket-1")] == [
+        "S3BucketOwnershipControls"
+    ]
+
+
 def test_uploaded_weights_may_be_tagged(documents: list[dict[str, Any]]) -> None:
     # PutObject carries the default tags in its Tagging header, which S3 authorizes as s3:PutObjectTagging.
     weights = "arn:aws:s3:::storage-weights-0a1b2c3/hexgrad/Kokoro-82M/f3ff357/kokoro-v1_0.pth"
@@ -258,7 +291,9 @@ def test_star_is_the_resource_only_of_actions_that_take_no_resource_type(documen
 
 def test_the_packing_keeps_every_statement_in_order() -> None:
     whole = deployer_policy(
-        [Declared(type_, type_) for type_ in GRANTS if type_ != PREFLIGHT], project="voicestack", scope=ANY_ACCOUNT
+        [Declared(type_, "storage-weights-x") for type_ in GRANTS if type_ not in COMMANDS],
+        project="voicestack",
+        scope=ANY_ACCOUNT,
     )
     parts = managed_policies(whole, limit=2500)
     assert len(parts) > 2

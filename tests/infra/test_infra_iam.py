@@ -43,7 +43,7 @@ def agent_policy(model_id: str = "us.anthropic.claude-haiku-4-5-20251001-v1:0") 
         endpoint_arn=ENDPOINT,
         model_id=model_id,
         repository_arn=REPOSITORY,
-        runtime_name="voicestack_dev_agent",
+        runtime_names=["voicestack_dev_agent"],
         memory_id=MEMORY_ID,
     )
 
@@ -225,7 +225,7 @@ def test_partition_reaches_every_arn() -> None:
         endpoint_arn="arn:aws-cn:sagemaker:cn-north-1:111122223333:endpoint/e",
         model_id="amazon.nova-lite-v1:0",
         repository_arn="arn:aws-cn:ecr:cn-north-1:111122223333:repository/r",
-        runtime_name="r",
+        runtime_names=["r"],
         memory_id="m-1",
     )
     arns = [arn for entry in document["Statement"] for arn in entry["Resource"] if arn != "*"]

@@ -192,6 +192,7 @@ def test_the_runtime_environment_is_exactly_the_agent_contract(dev: ProgramRun, 
         "BEDROCK_MODEL_ID": "us.anthropic.claude-haiku-4-5-20251001-v1:0",
         "AGENTCORE_MEMORY_ID": dev.outputs["memoryId"],
         "VOICESTACK_METRICS_NAMESPACE": "voicestack/dev",
+        "AGENT_AUTH": "iam",
     }, runtime.urn
     assert dev.outputs["memoryId"].startswith("voicestack_dev_memory-")
     prod_runtime = find(production.resources, RUNTIME, "agent-runtime")

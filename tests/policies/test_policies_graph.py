@@ -233,3 +233,77 @@ def test_retained_storage_in_a_stack_that_does_not_retain_is_an_advisory_finding
         ]
     )
     assert {finding.enforcement_level.value for finding in findings} == {"advisory"}
+
+
+# --- a stack open to people ------------------------------------------------------------------------
+
+POOL = "aws:cognito/userPool:UserPool"
+DISTRIBUTION = "aws:cloudfront/distribution:Distribution"
+BUCKET_POLICY = "aws:s3/bucketPolicy:BucketPolicy"
+PUBLIC = {"publicAccess": "true"}
+
+
+@pytest.fixture(scope="module")
+def public_graph() -> list[GraphResource]:
+    return graph_of(record_program(PUBLIC))
+
+
+@pytest.fixture(scope="module")
+def public_retained_graph() -> list[GraphResource]:
+    return graph_of(record_program({**PUBLIC, "retainStorage": "true"}))
+
+
+def test_the_public_stack_passes_every_rule(
+    public_graph: list[GraphResource], public_retained_graph: list[GraphResource], analyze: Analyze
+) -> None:
+    assert analyze(public_graph, PUBLIC) == []
+    assert analyze(public_retained_graph, {**PUBLIC, "retainStorage": "true"}) == []
+    assert analyze(as_first_preview(public_graph), PUBLIC) == []
+
+
+def test_the_storage_rules_hold_the_page_bucket_too(public_graph: list[GraphResource], analyze: Analyze) -> None:
+    graph = [r for r in public_graph if (r.type, r.name) != (PUBLIC_ACCESS, "page-bucket-public-access")]
+    assert rules(analyze(graph, PUBLIC)) == [("s3-bucket-blocks-public-access", find(graph, BUCKET, "page-bucket").urn)]
+    graph = [r for r in public_graph if (r.type, r.name) != (ENCRYPTION, "page-bucket-encryption")]
+    assert rules(analyze(graph, PUBLIC)) == [("s3-bucket-encrypted", find(graph, BUCKET, "page-bucket").urn)]
+
+
+def test_origin_access_for_any_distribution_fails_the_scope_rule_only(
+    public_graph: list[GraphResource], analyze: Analyze
+) -> None:
+    def unscope(statements: list[dict[str, Any]]) -> None:
+        del statement(statements, "CloudFrontReadsThePage")["Condition"]
+
+    graph = mutated(public_graph, BUCKET_POLICY, "page-bucket-policy", lambda props: policy_of(props, unscope))
+    findings = analyze(graph, PUBLIC)
+    assert rules(findings) == [
+        ("cloudfront-origin-access-scoped", find(graph, BUCKET_POLICY, "page-bucket-policy").urn)
+    ]
+    assert findings[0].message.endswith(
+        "so that no other distribution reads it through origin access control; it has no Condition."
+    )
+
+
+def test_plain_http_fails_the_https_rule_only(public_graph: list[GraphResource], analyze: Analyze) -> None:
+    graph = mutated(
+        public_graph,
+        DISTRIBUTION,
+        "page-distribution",
+        lambda props: props["defaultCacheBehavior"].update(viewerProtocolPolicy="allow-all"),
+    )
+    assert rules(analyze(graph, PUBLIC)) == [
+        ("cloudfront-https-only", find(graph, DISTRIBUTION, "page-distribution").urn)
+    ]
+
+
+def test_a_kept_user_pool_in_a_stack_that_does_not_retain_is_an_advisory_finding(
+    public_retained_graph: list[GraphResource], analyze: Analyze
+) -> None:
+    findings = analyze(public_retained_graph, {**PUBLIC, "retainStorage": "false"})
+    assert sorted(rules(findings)) == sorted(
+        [
+            ("storage-deleted-with-stack", find(public_retained_graph, REPOSITORY, "storage-images").urn),
+            ("storage-deleted-with-stack", find(public_retained_graph, BUCKET, "storage-weights").urn),
+            ("storage-deleted-with-stack", find(public_retained_graph, POOL, "signin-users").urn),
+        ]
+    )

@@ -40,6 +40,8 @@ EXPECTED_POLICIES = {
     "s3-bucket-blocks-public-access": "mandatory",
     "ecr-scan-on-push": "mandatory",
     "storage-deleted-with-stack": "advisory",
+    "cloudfront-https-only": "mandatory",
+    "cloudfront-origin-access-scoped": "mandatory",
     "sagemaker-gpu-instance": "mandatory",
     "sagemaker-startup-health-check-timeout": "mandatory",
 }

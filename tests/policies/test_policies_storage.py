@@ -333,3 +333,30 @@ def test_setting_comes_from_the_pulumi_config_environment(
     assert deletion_violations(graph(bucket={"forceDestroy": False})) == []
     monkeypatch.setenv("PULUMI_CONFIG", '{"voicestack:retainStorage": "false"}')
     assert [urn for _, urn in deletion_violations(graph(bucket={"forceDestroy": False}))] == [BUCKET_URN]
+
+
+POOL = "aws:cognito/userPool:UserPool"
+POOL_URN = urn_of(POOL, "signin-users")
+
+
+@pytest.mark.parametrize("protection", ["INACTIVE", None, UNKNOWN_VALUE])
+def test_a_user_pool_without_deletion_protection_passes(retain_storage: StackConfig, protection: object) -> None:
+    retain_storage("false")
+    props = {} if protection is None else {"deletionProtection": protection}
+    assert deletion_violations([*graph(), GraphResource(POOL, "signin-users", props)]) == []
+
+
+def test_a_protected_user_pool_fails_when_not_retained_and_may_stay_when_retained(
+    retain_storage: StackConfig,
+) -> None:
+    resources = [*graph(), GraphResource(POOL, "signin-users", {"deletionProtection": "ACTIVE"})]
+    retain_storage("false")
+    assert deletion_violations(resources) == [
+        (
+            "Cognito user pool 'signin-users' must leave deletionProtection INACTIVE so that it is deleted with the "
+            'stack (voicestack:retainStorage is false); it is "ACTIVE".',
+            POOL_URN,
+        )
+    ]
+    retain_storage("true")
+    assert deletion_violations(resources) == []

@@ -4,6 +4,7 @@ lines and exit codes."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import subprocess
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -612,7 +613,7 @@ def test_without_the_pulumi_cli_the_stack_cannot_be_read(
     monkeypatch.setenv("PATH", "/nonexistent")
     assert main(["preflight", "--stack", "dev"], commands=[PreflightCommand()]) == 2
     assert capsys.readouterr().err == (
-        "voicestack preflight: preflight reads the stack through the Pulumi CLI, which is not on the PATH: "
+        "voicestack preflight: the stack is read through the Pulumi CLI, which is not on the PATH: "
         "install it (https://www.pulumi.com/docs/install/)\n"
     )
 
@@ -711,3 +712,103 @@ def test_the_stack_view_is_what_read_stack_returns() -> None:
         config={"aws:region": REGION, "voicestack:retainStorage": "false", "voicestack:instanceType": "ml.g5.xlarge",
                 "voicestack:speechMode": "stream"},
     )  # fmt: skip
+
+
+# --- a stack open to people (publicAccess) -------------------------------------------------------------
+
+PUBLIC_CONFIG = {**DEV_CONFIG, "voicestack:publicAccess": {"value": "true", "secret": False}}
+DERIVED_PREFIX = "voicestack-dev-" + hashlib.sha256(b"123456789012:us-east-1:voicestack:dev").hexdigest()[:10]
+
+
+def public_ready(account: Account, domain: Mapping[str, Any] | None = None, prefix: str = DERIVED_PREFIX) -> Account:
+    ready(account)
+    account.stub("cognito-idp").add_response(
+        "describe_user_pool_domain", {"DomainDescription": dict(domain or {})}, {"Domain": prefix}
+    )
+    return account
+
+
+def test_a_public_stack_also_checks_the_public_runtime_and_the_sign_in_domain(
+    capsys: pytest.CaptureFixture[str], account: Account
+) -> None:
+    code, lines, err = preflight(capsys, public_ready(account), config=PUBLIC_CONFIG)
+    assert lines == [
+        *READY[:6],
+        "PASS  public runtime name: no runtime named voicestack_dev_public yet",
+        READY[6],
+        f"PASS  sign-in domain: {DERIVED_PREFIX}.auth.us-east-1.amazoncognito.com is free",
+        *READY[7:],
+        "preflight: all 14 checks passed",
+    ]
+    assert (code, err) == (0, "")
+
+
+def test_a_taken_prefix_fails_with_the_key_to_set(capsys: pytest.CaptureFixture[str], account: Account) -> None:
+    config = {**PUBLIC_CONFIG, "voicestack:signInDomainPrefix": {"value": "talk", "secret": False}}
+    taken = {"UserPoolId": "us-east-1_SoMeOnE12", "AWSAccountId": "210987654321", "Domain": "talk", "Status": "ACTIVE"}
+    code, lines, _ = preflight(capsys, public_ready(account, taken, prefix="talk"), config=config)
+    assert lines[8:10] == [
+        "FAIL  sign-in domain: the prefix talk is taken in us-east-1 (user pool us-east-1_SoMeOnE12, account "
+        "210987654321)",
+        "      fix: pulumi config set voicestack:signInDomainPrefix <another prefix> --stack dev",
+    ]
+    assert code == 1
+
+
+def test_the_stacks_own_pool_and_public_runtime_are_not_conflicts(
+    capsys: pytest.CaptureFixture[str], account: Account
+) -> None:
+    arn = f"arn:aws:bedrock-agentcore:{REGION}:{ACCOUNT}:runtime/voicestack_dev_public-Qr5tUv7wXy"
+    own = {
+        "agentRuntimeArn": arn,
+        "agentRuntimeId": "voicestack_dev_public-Qr5tUv7wXy",
+        "agentRuntimeVersion": "1",
+        "agentRuntimeName": "voicestack_dev_public",
+        "description": "voicestack",
+        "lastUpdatedAt": "2026-11-30T10:00:00Z",
+        "status": "READY",
+    }
+    ready(account, runtimes=[own])
+    pool = {"UserPoolId": "us-east-1_OuRs12345", "AWSAccountId": ACCOUNT, "Domain": DERIVED_PREFIX}
+    account.stub("cognito-idp").add_response(
+        "describe_user_pool_domain", {"DomainDescription": pool}, {"Domain": DERIVED_PREFIX}
+    )
+    outputs = {"publicAgentRuntimeArn": arn, "userPoolId": "us-east-1_OuRs12345"}
+    code, lines, _ = preflight(capsys, account, config=PUBLIC_CONFIG, outputs=outputs)
+    assert lines[6] == "PASS  public runtime name: voicestack_dev_public is the stack's own runtime"
+    assert lines[8] == f"PASS  sign-in domain: {DERIVED_PREFIX} is the stack's own (user pool us-east-1_OuRs12345)"
+    assert code == 0
+
+
+def test_a_region_without_cognito_fails_the_sign_in_domain(
+    capsys: pytest.CaptureFixture[str], account: Account
+) -> None:
+    ready(account)
+    cognito = account.client("cognito-idp")
+
+    def unreachable(**_: Any) -> Any:
+        raise EndpointConnectionError(endpoint_url=cognito.meta.endpoint_url)
+
+    cognito.describe_user_pool_domain = unreachable
+    code, lines, _ = preflight(capsys, account, config=PUBLIC_CONFIG)
+    assert lines[8:10] == [
+        "FAIL  sign-in domain: Cognito does not answer in us-east-1 (https://cognito-idp.us-east-1.amazonaws.com)",
+        "      fix: pulumi config set aws:region <a region with Cognito and AgentCore> --stack dev",
+    ]
+    assert code == 1
+
+
+def test_the_deployer_policies_allow_the_public_checks(capsys: pytest.CaptureFixture[str], account: Account) -> None:
+    public_ready(account)
+    called: list[str] = []
+    account.client("cognito-idp").meta.events.register(
+        "before-parameter-build", lambda model, **_: called.append(f"cognito-idp:{model.name}")
+    )
+    assert preflight(capsys, account, config=PUBLIC_CONFIG)[0] == 0
+    statements = [
+        statement
+        for path in (REPO_ROOT / "infra" / "deployer-policy").glob("*.json")
+        for statement in json.loads(path.read_text(encoding="utf-8"))["Statement"]
+    ]
+    assert called == ["cognito-idp:DescribeUserPoolDomain"]
+    assert [s["Sid"] for s in statements if "cognito-idp:DescribeUserPoolDomain" in s["Action"]] == ["AccountWide"]
