@@ -51,6 +51,10 @@ local stack works deployed: 33 to 100 characters of Memory's pattern. A UUID4 st
 _SESSION_ID = re.compile(MEMORY_SESSION_ID_PATTERN)
 ACTOR_ID: Final = "voicestack-caller"
 """AgentCore Memory files events under an actor; the runtime gives the agent no caller identity."""
+MEMORY_LEGACY_ACTOR_PREFIXES: Final = ("session_", "agent_")
+"""The actors `AgentCoreMemorySessionManager` falls back to when a conversation has no state of its
+own (`session_<session id>`, `agent_<agent id>`, its legacy layout), whoever the conversation's
+user: no user may be one of them (a test keeps them equal to the integration's)."""
 
 SessionManagerFactory = Callable[[str], SessionManager]
 """Builds the session manager of one session id (it reads the stored turns: call it off the loop)."""
