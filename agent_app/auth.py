@@ -134,7 +134,9 @@ def key_id(token: str) -> str:
     try:
         header = jwt.get_unverified_header(token)
     except jwt.InvalidTokenError:  # DecodeError among them: bad base64, not JSON, not an object, a kid not a string
-        raise _malformed("the token's header is not a JSON object of valid JWT parameters") from None
+        raise _malformed(
+            "the token's parts do not decode, or its header is not a JSON object of valid JWT parameters"
+        ) from None
     algorithm = header.get("alg")
     if algorithm != ALGORITHM:
         raise TokenRefused(

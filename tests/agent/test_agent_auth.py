@@ -191,12 +191,17 @@ BAD_SUBJECT = (
         (
             unsigned({"alg": "RS256", "kid": 7}, POOL.claims(SUB), b"x" * 256),
             "token_malformed",
-            "the token's header is not a JSON object of valid JWT parameters",
+            "the token's parts do not decode, or its header is not a JSON object of valid JWT parameters",
         ),
         (
             b64url(b"not json") + "." + b64url(b"{}") + "." + b64url(b"sig"),
             "token_malformed",
-            "the token's header is not a JSON object of valid JWT parameters",
+            "the token's parts do not decode, or its header is not a JSON object of valid JWT parameters",
+        ),
+        (
+            POOL.mint(SUB)[:-1],  # a signature of a length no base64 has
+            "token_malformed",
+            "the token's parts do not decode, or its header is not a JSON object of valid JWT parameters",
         ),
         ("not-a-jwt", "token_malformed", "the token is not a JWT (three base64url parts separated by dots)"),
         ("a.b", "token_malformed", "the token is not a JWT (three base64url parts separated by dots)"),
@@ -365,7 +370,8 @@ def test_the_user_id_rule_is_within_memorys_actor_id() -> None:
     assert USER_ID_CHARS[1] <= ACTOR.metadata["max"]
     assert memory_accepts_actor(SUB)
     assert check_user_id(SUB) == SUB
-    assert memory_accepts_actor("a/b") and memory_accepts_actor("tenant:alice")  # Memory takes them; we do not
+    assert memory_accepts_actor("a/b")
+    assert memory_accepts_actor("tenant:alice")
 
 
 @given(st.text(alphabet="aZ09-_/:.@é ", min_size=0, max_size=140))
