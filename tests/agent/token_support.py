@@ -25,6 +25,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from cryptography.hazmat.primitives.asymmetric.rsa import RSAPrivateKey
 from jwt.algorithms import RSAAlgorithm
+from websockets.typing import Subprotocol
 
 from agent_app.jwks import JWKS_PATH
 
@@ -136,7 +137,7 @@ class ServedPool:
         served = self
 
         class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+            def do_GET(self) -> None:
                 served.fetches += 1
                 if self.path != "/us-east-1_Ab12Cd34E" + JWKS_PATH or served.status != 200:
                     self.send_error(404 if served.status == 200 else served.status)
@@ -148,7 +149,7 @@ class ServedPool:
                 self.end_headers()
                 self.wfile.write(body)
 
-            def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 (http.server's name)
+            def log_message(self, format: str, *args: Any) -> None:
                 pass
 
         return Handler
@@ -176,6 +177,9 @@ def bearer(token: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {token}"}
 
 
-def subprotocols(token: str) -> list[str]:
+def subprotocols(token: str) -> list[Subprotocol]:
     """What a browser offers (AgentCore's documented form): the token, then the sentinel."""
-    return [f"base64UrlBearerAuthorization.{b64url(token.encode())}", "base64UrlBearerAuthorization"]
+    return [
+        Subprotocol(f"base64UrlBearerAuthorization.{b64url(token.encode())}"),
+        Subprotocol("base64UrlBearerAuthorization"),
+    ]
