@@ -65,7 +65,8 @@ async def test_nothing_is_fetched_until_a_token_needs_a_key_then_the_keys_are_ca
     keys = key_set(source)
     assert source.fetches == 0
     first = await keys.key("key-1")
-    assert first is not None and first.key_id == "key-1"
+    assert first is not None
+    assert first.key_id == "key-1"
     assert await keys.key("key-1") is first
     assert source.fetches == 1
 
