@@ -1,5 +1,6 @@
 """POST /invocations checked before the AgentCore SDK reads it: every call it cannot serve gets a
-4xx with a JSON body and one warning in the log, never a 500 or a traceback.
+4xx (or a 503 when a service it needs is down) with a JSON body and one line in the log (a
+warning; an error for the 503), never a 500 or a traceback.
 
 With signed-in users (`AGENT_AUTH=jwt`) the caller's token is checked first, before a byte of the
 body is read (`identity.py`: 401 with the token's code, 503 `auth_unavailable`); the identity it

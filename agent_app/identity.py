@@ -34,7 +34,7 @@ from starlette.datastructures import Headers
 from starlette.types import Scope
 
 from agent_app import events
-from agent_app.auth import TokenRefused, bearer_token, key_id, unknown_key, verify_token
+from agent_app.auth import BEARER_SUBPROTOCOL, TokenRefused, bearer_token, key_id, unknown_key, verify_token
 from agent_app.config import AgentConfig
 from agent_app.events import AgentErrorCode
 from agent_app.http_guard import Refused
@@ -96,8 +96,9 @@ class JwtAuthenticator:
         self._keys = keys
 
     async def authenticate(self, scope: Scope) -> Identity:
+        authorization = Headers(scope=scope).get("authorization")
         try:
-            token = bearer_token(Headers(scope=scope).get("authorization"), _offered_subprotocols(scope))
+            token = bearer_token(authorization, _offered_subprotocols(scope))
             kid = key_id(token)
             key = await self._keys.key(kid)
             if key is None:
@@ -115,6 +116,10 @@ class JwtAuthenticator:
                 status.HTTP_503_SERVICE_UNAVAILABLE,
                 events.error(AgentErrorCode.AUTH_UNAVAILABLE, f"the user pool's signing keys are unavailable: {exc}"),
             ) from None
+        if scope["type"] == "websocket":
+            # Which carrier AgentCore delivered is for a deployment to show (the README's check).
+            carrier = "the Authorization header" if authorization and authorization.strip() else BEARER_SUBPROTOCOL
+            logger.info("ws: user %s signed in with a token from %s", user, carrier)
         return remember(scope, Identity(user, signed_in=True))
 
 

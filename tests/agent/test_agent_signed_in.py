@@ -6,6 +6,7 @@ its JWKS served over loopback HTTP."""
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -163,25 +164,32 @@ async def refused(socket: ClientConnection) -> tuple[Event, int, str]:
 
 
 async def test_a_browser_signs_in_with_the_subprotocol_pair(
-    fake_speech, signed_in_app: Start, pool: ServedPool
+    fake_speech, signed_in_app: Start, pool: ServedPool, caplog: pytest.LogCaptureFixture
 ) -> None:
     fake: FakeSpeechServer = await fake_speech()
     url = signed_in_app(fake.url).ws_url("/ws")
-    async with connect(url, subprotocols=subprotocols(pool.pool.mint(ALICE))) as socket:
-        assert socket.subprotocol == "base64UrlBearerAuthorization"
-        await socket.send(json.dumps({"type": "prompt", "prompt": "Hello?"}))
-        events = await receive_until(socket, is_end)
+    with caplog.at_level(logging.INFO, logger="agent_app.identity"):
+        async with connect(url, subprotocols=subprotocols(pool.pool.mint(ALICE))) as socket:
+            assert socket.subprotocol == "base64UrlBearerAuthorization"
+            await socket.send(json.dumps({"type": "prompt", "prompt": "Hello?"}))
+            events = await receive_until(socket, is_end)
     assert answer_of(events) == DEMO_ANSWER
     assert events[-1] == {"type": "agent_end", "turn": 1}
+    # The line a deployer looks for to learn which carrier AgentCore delivered.
+    assert f"ws: user {ALICE} signed in with a token from base64UrlBearerAuthorization" in caplog.messages
 
 
-async def test_a_header_token_works_on_the_websocket_too(signed_in_app: Start, pool: ServedPool, fake_speech) -> None:
+async def test_a_header_token_works_on_the_websocket_too(
+    signed_in_app: Start, pool: ServedPool, fake_speech, caplog: pytest.LogCaptureFixture
+) -> None:
     fake: FakeSpeechServer = await fake_speech()
     url = signed_in_app(fake.url).ws_url("/ws")
-    async with connect(url, additional_headers=bearer(pool.pool.mint(ALICE))) as socket:
-        assert socket.subprotocol is None
-        await socket.send(json.dumps({"type": "prompt", "prompt": "Hello?"}))
-        assert (await receive_until(socket, is_end))[-1]["type"] == "agent_end"
+    with caplog.at_level(logging.INFO, logger="agent_app.identity"):
+        async with connect(url, additional_headers=bearer(pool.pool.mint(ALICE))) as socket:
+            assert socket.subprotocol is None
+            await socket.send(json.dumps({"type": "prompt", "prompt": "Hello?"}))
+            assert (await receive_until(socket, is_end))[-1]["type"] == "agent_end"
+    assert f"ws: user {ALICE} signed in with a token from the Authorization header" in caplog.messages
 
 
 @pytest.mark.parametrize(
