@@ -6,9 +6,12 @@ async generator so that a call it cannot serve gets a 4xx/5xx with a JSON body (
 returned Response through) instead of a stream that starts with 200.
 
 What is expensive is built once per process, when the app is created (never at import): the
-model (Bedrock's boto3 client), the speech transport and the conversation store. Per call: the
-Strands agent (one runs one invocation at a time), given the conversation of the call's session
-id (`memory.SESSION_HEADER`, which the SDK hands over as `context.session_id`).
+model (Bedrock's boto3 client), the speech transport, the conversation store and the
+authenticator (`identity.py`; the user pool's keys are fetched on first use). Per call: who is
+calling (the signed-in user a token names, or the stack's IAM callers), checked before anything
+else, then the Strands agent (one runs one invocation at a time), given the conversation of the
+caller's user and the call's session id (`memory.SESSION_HEADER`, which the SDK hands over as
+`context.session_id`), and a hold on the user's session (`user_sessions.py`).
 
 A call that cannot be served is refused before the SDK reads it (`http_guard.py`): a 4xx with a
 JSON body `{"type": "error", "code", "message"}`, as every other refusal here (an unknown route
@@ -40,11 +43,13 @@ from strands.types.exceptions import SessionException
 from agent_app import events
 from agent_app.config import AgentConfig
 from agent_app.events import AgentErrorCode, AgentEvent, ErrorEvent
-from agent_app.hangup import HangupMiddleware, current_hangup, on_hangup_threadsafe
+from agent_app.hangup import INVOCATIONS_PATH, HangupMiddleware, current_hangup, on_hangup_threadsafe
 from agent_app.http_guard import InvocationGuard, Refused, bad_request
+from agent_app.identity import Authenticator, Identity, build_authenticator, identity_of
 from agent_app.invocation import BadRequest, InvocationRequest, parse_invocation
 from agent_app.memory import (
     BadSessionId,
+    ConversationKey,
     ConversationLease,
     Conversations,
     SessionBusy,
@@ -58,7 +63,8 @@ from agent_app.models import ModelChoice, build_agent, build_model
 from agent_app.pipeline import CALLER_GONE_AFTER_S, Invocation, Outcome, PipelineSettings
 from agent_app.speech.factory import build_transport
 from agent_app.speech.transport import SpeechTransport
-from agent_app.ws_route import ConversationSocket, RunningTurns, Turn
+from agent_app.user_sessions import SessionHold, TooManySessions, UserSessions
+from agent_app.ws_route import ConversationSocket, RunningTurns, Turn, refuse_connection
 
 logger = logging.getLogger(__name__)
 
@@ -89,11 +95,13 @@ class AppDependencies:
     transport: Callable[[AgentConfig], SpeechTransport] = build_transport
     sessions: Callable[[AgentConfig], SessionManagerFactory | None] = build_sessions
     metrics: Callable[[], InvocationMetrics] = InvocationMetrics.from_env
+    authenticator: Callable[[AgentConfig], Authenticator] = build_authenticator
     caller_gone_after_s: float = CALLER_GONE_AFTER_S
 
 
 class AgentService:
-    """Starts invocations: checks the call, takes its conversation's turn, builds its agent.
+    """Starts invocations: checks the call, holds the user's session, takes its conversation's turn,
+    builds its agent.
 
     The entrypoint uses it; any other route (a WebSocket) can start invocations the same way.
     """
@@ -105,6 +113,7 @@ class AgentService:
         self._model = deps.model(config)
         self._transport = deps.transport(config)
         self.conversations = Conversations(deps.sessions(config), wait_s=config.session_wait_s)
+        self.user_sessions = UserSessions(config.max_sessions_per_user)
         self._metrics = deps.metrics()
 
     def check(self, payload: object, session_id: str | None) -> tuple[InvocationRequest, str | None]:
@@ -118,40 +127,63 @@ class AgentService:
         except (BadRequest, BadSessionId) as exc:
             raise bad_request(str(exc)) from None
 
-    async def start(self, payload: object, session_id: str | None) -> Invocation:
-        """An invocation ready to stream (its work starts when its events are read); raises `Refused`."""
+    def hold_session(self, identity: Identity, session_id: str | None) -> SessionHold:
+        """Hold the user's session (None: a one-turn call) for as long as the caller needs it;
+        `Refused` (429 `too_many_sessions`) over the user's limit."""
+        try:
+            return self.user_sessions.hold(identity, session_id)
+        except TooManySessions as exc:
+            logger.warning("user %s: %s", identity.user, exc)
+            raise Refused(
+                status.HTTP_429_TOO_MANY_REQUESTS, events.error(AgentErrorCode.TOO_MANY_SESSIONS, str(exc))
+            ) from None
+
+    async def start(self, payload: object, session_id: str | None, identity: Identity) -> Invocation:
+        """An invocation of `identity`'s, ready to stream (its work starts when its events are read);
+        raises `Refused`."""
         config = self.config
         try:
-            request, conversation = self.check(payload, session_id)
+            request, session = self.check(payload, session_id)
         except Refused as refused:
             logger.warning("bad invocation: %s", refused)
             raise
+        hold = self.hold_session(identity, session)
+        conversation = ConversationKey(identity.user, session) if session is not None else None
         try:
             lease = await self.conversations.acquire(conversation)
         except SessionBusy as exc:
-            logger.warning("session %s: %s", conversation, exc)
+            hold.release()
+            logger.warning("session %s: %s", session, exc)
             raise Refused(status.HTTP_409_CONFLICT, events.error(AgentErrorCode.SESSION_BUSY, str(exc))) from None
+        except BaseException:
+            hold.release()
+            raise
+
+        def give_back() -> None:
+            lease.release()
+            hold.release()
+
         try:
             agent = await asyncio.to_thread(self._build_agent, lease)
         except _STORE_ERRORS as exc:
-            lease.release()
-            logger.error("session %s: the conversation store failed: %s", conversation, exc)
+            give_back()
+            logger.error("session %s: the conversation store failed: %s", session, exc)
             raise Refused(
                 status.HTTP_503_SERVICE_UNAVAILABLE,
                 events.error(AgentErrorCode.MEMORY_UNAVAILABLE, f"the conversation could not be loaded: {exc}"),
             ) from None
         except BaseException:
-            lease.release()
+            give_back()
             raise
 
         # Every invocation's work ends within this bound; one whose events were never read never
-        # starts, and would otherwise hold its conversation for good.
+        # starts, and would otherwise hold its conversation (and its user's session) for good.
         bound_s = config.agent_deadline_s + self._deps.caller_gone_after_s + LEASE_GRACE_S
-        watchdog = asyncio.get_running_loop().call_later(bound_s, lease.release)
+        watchdog = asyncio.get_running_loop().call_later(bound_s, give_back)
 
         def finished(invocation: Invocation) -> None:
             watchdog.cancel()
-            lease.release()
+            give_back()
             self._metrics.record(
                 str(invocation.outcome or Outcome.FAILED),
                 first_text_s=invocation.first_text_s,
@@ -183,34 +215,67 @@ class AgentService:
         )
 
 
+_WS_CLOSE_CODES = {
+    status.HTTP_401_UNAUTHORIZED: status.WS_1008_POLICY_VIOLATION,
+    status.HTTP_429_TOO_MANY_REQUESTS: status.WS_1013_TRY_AGAIN_LATER,
+    status.HTTP_503_SERVICE_UNAVAILABLE: status.WS_1013_TRY_AGAIN_LATER,
+}
+"""How `WS /ws` closes a connection it refuses: 1008 for a token to sign in again for, 1013 for a
+condition that passes (a session closed elsewhere, the user pool's keys back)."""
+
+
 def create_app(config: AgentConfig, dependencies: AppDependencies | None = None) -> BedrockAgentCoreApp:
-    service = AgentService(config, dependencies)
+    deps = dependencies or AppDependencies()
+    service = AgentService(config, deps)
+    authenticator = deps.authenticator(config)
     app = BedrockAgentCoreApp()
     app.add_middleware(HangupMiddleware)
-    app.add_middleware(InvocationGuard, check=service.check)  # added last: the outermost, before the SDK
+    # Added last: the outermost, before the SDK.
+    app.add_middleware(InvocationGuard, check=service.check, authenticate=authenticator.authenticate)
     app.add_exception_handler(HTTPException, _route_error)
     running_turns = RunningTurns()
 
     # The SDK passes the request context only to an entrypoint whose second parameter is named `context`.
     async def invoke(payload: object, context: RequestContext) -> JSONResponse | AsyncIterator[AgentEvent]:
+        identity = identity_of(context.request.scope) if context.request is not None else None
+        if identity is None:  # the guard authenticates every call; without it, nobody is served
+            logger.error("POST %s reached the entrypoint unauthenticated", INVOCATIONS_PATH)
+            error = events.error(AgentErrorCode.INTERNAL_ERROR, "internal error: the caller was not authenticated")
+            return JSONResponse(dict(error), status_code=status.HTTP_500_INTERNAL_SERVER_ERROR)
         try:
-            invocation = await service.start(payload, context.session_id)
+            invocation = await service.start(payload, context.session_id, identity)
         except Refused as refused:
-            return JSONResponse(dict(refused.event), status_code=refused.status_code)
+            return refused.response()
         hangup = current_hangup.get()
         if hangup is not None:
             hangup.subscribe(on_hangup_threadsafe(asyncio.get_running_loop(), invocation.hang_up))
         return invocation.events()
 
     async def conversation(websocket: WebSocket, context: RequestContext) -> None:
+        session_id = context.session_id if context.session_id and context.session_id.strip() else None
+        try:
+            identity = await authenticator.authenticate(websocket.scope)
+            # The socket holds its session for as long as it is open; a one-turn socket's turns each hold their own.
+            hold = service.hold_session(identity, session_id) if session_id is not None else None
+        except Refused as refused:
+            logger.warning("ws: refused the connection: %d %s: %s", refused.status_code, refused.event["code"], refused)
+            await refuse_connection(websocket, refused.event, _WS_CLOSE_CODES[refused.status_code])
+            return
+
         async def invoke_turn(payload: object) -> Turn | ErrorEvent:
             try:
-                return await service.start(payload, context.session_id)
+                return await service.start(payload, session_id, identity)
             except Refused as refused:
                 return refused.event
 
-        session_id = context.session_id if context.session_id and context.session_id.strip() else None
-        await ConversationSocket(websocket, invoke_turn, session_id=session_id, running_turns=running_turns).run()
+        conversation = ConversationKey(identity.user, session_id) if session_id is not None else None
+        try:
+            await ConversationSocket(
+                websocket, invoke_turn, conversation=conversation, running_turns=running_turns
+            ).run()
+        finally:
+            if hold is not None:
+                hold.release()
 
     app.entrypoint(invoke)
     app.websocket(conversation)

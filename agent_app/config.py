@@ -6,7 +6,9 @@ has a meaningful empty value). Invalid values raise `ConfigError` naming the key
 
 from __future__ import annotations
 
+import ipaddress
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +19,8 @@ from agent_app.events import MODES, Mode
 
 SpeechTransportKind = Literal["sagemaker", "websocket"]
 TRANSPORTS: tuple[SpeechTransportKind, ...] = get_args(SpeechTransportKind)
+AuthMode = Literal["iam", "jwt"]
+AUTH_MODES: tuple[AuthMode, ...] = get_args(AuthMode)
 
 DEFAULT_TRANSPORT: SpeechTransportKind = "sagemaker"
 DEFAULT_MODE: Mode = "stream"
@@ -28,6 +32,14 @@ DEFAULT_HISTORY_MESSAGES = 20
 MIN_HISTORY_MESSAGES = 2
 DEFAULT_SESSION_WAIT_S = 5.0
 """How long a call waits for the previous call of its conversation to finish (a barge-in's new question)."""
+DEFAULT_AUTH: AuthMode = "iam"
+DEFAULT_MAX_SESSIONS_PER_USER = 2
+"""Sessions one signed-in user may have open at once: a page in two tabs (`user_sessions.py`)."""
+CLIENT_ID_CHARS = (1, 128)
+CLIENT_ID_PATTERN = r"[\w+]+"
+"""A Cognito app client id: botocore's cognito-idp shape `ClientIdType` (a test keeps them equal)."""
+_CLIENT_ID = re.compile(CLIENT_ID_PATTERN)
+_JWT_ONLY_KEYS = ("AGENT_JWT_ISSUER", "AGENT_JWT_CLIENT_IDS", "AGENT_MAX_SESSIONS_PER_USER")
 
 
 class ConfigError(ValueError):
@@ -70,6 +82,14 @@ class AgentConfig:
     """AGENT_HISTORY_MESSAGES: the most recent messages of a conversation the model sees."""
     session_wait_s: float = DEFAULT_SESSION_WAIT_S
     """AGENT_SESSION_WAIT_S: how long a call waits while its conversation is busy before it is refused."""
+    auth: AuthMode = DEFAULT_AUTH
+    """AGENT_AUTH: `iam` (callers are the stack's IAM principals, one identity) or `jwt` (signed-in users)."""
+    jwt_issuer: str | None = None
+    """AGENT_JWT_ISSUER: the user pool's issuer, exactly as its tokens' `iss` (required with jwt)."""
+    jwt_client_ids: tuple[str, ...] = ()
+    """AGENT_JWT_CLIENT_IDS: comma-separated app client ids whose access tokens are accepted (required with jwt)."""
+    max_sessions_per_user: int = DEFAULT_MAX_SESSIONS_PER_USER
+    """AGENT_MAX_SESSIONS_PER_USER: sessions one signed-in user may have open at once (jwt only)."""
 
     @property
     def demo(self) -> bool:
@@ -167,6 +187,50 @@ def _existing_file(env: Mapping[str, str], key: str) -> Path | None:
     return path
 
 
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _issuer_url(env: Mapping[str, str], key: str) -> str | None:
+    value = _get(env, key)
+    if value is None:
+        return None
+    parts = urlsplit(value)
+    secure = parts.scheme == "https" or (parts.scheme == "http" and _is_loopback(parts.hostname or ""))
+    if (
+        not secure
+        or not parts.hostname
+        or parts.username is not None
+        or parts.query
+        or parts.fragment
+        or value.endswith("/")
+    ):
+        raise ConfigError(
+            key,
+            "must be the user pool's issuer as its tokens carry it, "
+            "https://cognito-idp.<region>.amazonaws.com/<pool id> (http:// only on a loopback host, for a local "
+            f"issuer), without a trailing '/'; got {value!r}",
+        )
+    return value
+
+
+def _client_ids(env: Mapping[str, str], key: str) -> tuple[str, ...]:
+    ids = _names(env, key, ())
+    shortest, longest = CLIENT_ID_CHARS
+    for client_id in ids:
+        if not shortest <= len(client_id) <= longest or _CLIENT_ID.fullmatch(client_id) is None:
+            raise ConfigError(
+                key,
+                f"must list app client ids ({shortest} to {longest} letters, digits, '_' or '+'); got {client_id!r}",
+            )
+    return ids
+
+
 def load_config(env: Mapping[str, str]) -> AgentConfig:
     """Read and check the agent's configuration (pass `os.environ`)."""
     transport = _choice(env, "SPEECH_TRANSPORT", TRANSPORTS, DEFAULT_TRANSPORT)
@@ -186,7 +250,23 @@ def load_config(env: Mapping[str, str]) -> AgentConfig:
         session_dir=Path(dir_) if (dir_ := _get(env, "AGENT_SESSION_DIR")) is not None else default_session_dir(env),
         history_messages=_int_at_least(env, "AGENT_HISTORY_MESSAGES", MIN_HISTORY_MESSAGES, DEFAULT_HISTORY_MESSAGES),
         session_wait_s=_positive_seconds(env, "AGENT_SESSION_WAIT_S", DEFAULT_SESSION_WAIT_S),
+        auth=_choice(env, "AGENT_AUTH", AUTH_MODES, DEFAULT_AUTH),
+        jwt_issuer=_issuer_url(env, "AGENT_JWT_ISSUER"),
+        jwt_client_ids=_client_ids(env, "AGENT_JWT_CLIENT_IDS"),
+        max_sessions_per_user=_int_at_least(env, "AGENT_MAX_SESSIONS_PER_USER", 1, DEFAULT_MAX_SESSIONS_PER_USER),
     )
+    if config.auth == "jwt":
+        if config.jwt_issuer is None:
+            raise ConfigError(
+                "AGENT_JWT_ISSUER",
+                "is required when AGENT_AUTH is jwt (https://cognito-idp.<region>.amazonaws.com/<pool id>)",
+            )
+        if not config.jwt_client_ids:
+            raise ConfigError("AGENT_JWT_CLIENT_IDS", "is required when AGENT_AUTH is jwt (the page's app client id)")
+    else:
+        for key in _JWT_ONLY_KEYS:
+            if _get(env, key) is not None:
+                raise ConfigError(key, "applies to signed-in users only: set AGENT_AUTH=jwt, or leave it unset")
     if config.speech_voice is not None and config.speech_voice not in config.speech_voices:
         voices = ", ".join(config.speech_voices)
         raise ConfigError("SPEECH_VOICE", f"must be one of SPEECH_VOICES ({voices}); got {config.speech_voice!r}")

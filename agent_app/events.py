@@ -60,6 +60,25 @@ class AgentErrorCode(StrEnum):
     METHOD_NOT_ALLOWED = "method_not_allowed"
     MEMORY_UNAVAILABLE = "memory_unavailable"
     """The conversation store could not be read (HTTP 503)."""
+    # A signed-in user's token (AGENT_AUTH=jwt), refused before any model or speech work: HTTP 401,
+    # or over WS /ws an `error` event and close 1008 (`agent_app.auth` says when each applies).
+    TOKEN_MISSING = "token_missing"
+    TOKEN_MALFORMED = "token_malformed"
+    TOKEN_TOO_LARGE = "token_too_large"
+    TOKEN_ALGORITHM_NOT_ALLOWED = "token_algorithm_not_allowed"
+    TOKEN_UNKNOWN_KEY = "token_unknown_key"
+    TOKEN_BAD_SIGNATURE = "token_bad_signature"
+    TOKEN_EXPIRED = "token_expired"
+    TOKEN_NOT_YET_VALID = "token_not_yet_valid"
+    TOKEN_WRONG_ISSUER = "token_wrong_issuer"
+    TOKEN_WRONG_CLIENT = "token_wrong_client"
+    TOKEN_WRONG_USE = "token_wrong_use"
+    TOKEN_NO_SUBJECT = "token_no_subject"
+    TOKEN_BAD_SUBJECT = "token_bad_subject"
+    AUTH_UNAVAILABLE = "auth_unavailable"
+    """The issuer's signing keys (JWKS) could not be fetched (HTTP 503; WS close 1013)."""
+    TOO_MANY_SESSIONS = "too_many_sessions"
+    """The user already has AGENT_MAX_SESSIONS_PER_USER sessions open (HTTP 429; WS close 1013)."""
 
 
 class AgentStartEvent(TypedDict):

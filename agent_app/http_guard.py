@@ -1,5 +1,10 @@
 """POST /invocations checked before the AgentCore SDK reads it: every call it cannot serve gets a
-4xx with a JSON body and one warning in the log, never a 500 or a traceback.
+4xx (or a 503 when a service it needs is down) with a JSON body and one line in the log (a
+warning; an error for the 503), never a 500 or a traceback.
+
+With signed-in users (`AGENT_AUTH=jwt`) the caller's token is checked first, before a byte of the
+body is read (`identity.py`: 401 with the token's code, 503 `auth_unavailable`); the identity it
+names is recorded in the request's scope for the entrypoint.
 
 `BedrockAgentCoreApp._handle_invocation` parses the body itself (`request.json()`) and catches only
 `JSONDecodeError` and `UnicodeDecodeError`: a body nested deeper than the parser's recursion limit
@@ -9,6 +14,8 @@ middleware, outside the SDK, reads the body first and refuses, in this order:
 
 | status | code | when |
 |---|---|---|
+| 401 | `token_*` | `AGENT_AUTH=jwt` and no valid access token (`auth.py` names each fault) |
+| 503 | `auth_unavailable` | `AGENT_AUTH=jwt` and the user pool's keys cannot be fetched |
 | 415 | `not_json` | a content type other than `application/json` (absent is fine; charset utf-8 only) |
 | 413 | `body_too_large` | over `MAX_REQUEST_BYTES` (from Content-Length before reading, else while reading) |
 | 400 | `bad_request` | not UTF-8, not JSON (NaN and Infinity included), not an object, or the call's own checks |
@@ -22,7 +29,7 @@ it again, which it now always can (at most 64 KiB).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Final
 
 from starlette import status
@@ -43,18 +50,22 @@ JSON_MEDIA_TYPE: Final = "application/json"
 
 CheckCall = Callable[[dict[str, Any], str | None], object]
 """The entrypoint's checks of a payload and a session id; raises `Refused`."""
+Authenticate = Callable[[Scope], Awaitable[object]]
+"""Who the call is from (`identity.Authenticator.authenticate`): recorded in the scope; raises `Refused`."""
 
 
 class Refused(Exception):
-    """A call that cannot be served: its HTTP status and the `error` event that says why."""
+    """A call that cannot be served: its HTTP status, the `error` event that says why, and any
+    headers the status calls for (`WWW-Authenticate` on a 401)."""
 
-    def __init__(self, status_code: int, event: ErrorEvent) -> None:
+    def __init__(self, status_code: int, event: ErrorEvent, headers: Mapping[str, str] | None = None) -> None:
         super().__init__(event["message"])
         self.status_code = status_code
         self.event = event
+        self.headers = dict(headers or {})
 
     def response(self) -> JSONResponse:
-        return JSONResponse(dict(self.event), status_code=self.status_code)
+        return JSONResponse(dict(self.event), status_code=self.status_code, headers=self.headers)
 
 
 def bad_request(message: str) -> Refused:
@@ -130,9 +141,10 @@ async def _read_body(receive: Receive) -> bytes | None:
 class InvocationGuard:
     """Pure ASGI middleware: refuses what `POST /invocations` cannot serve, passes the rest on."""
 
-    def __init__(self, app: ASGIApp, *, check: CheckCall) -> None:
+    def __init__(self, app: ASGIApp, *, check: CheckCall, authenticate: Authenticate) -> None:
         self.app = app
         self._check = check
+        self._authenticate = authenticate
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope.get("path") != INVOCATIONS_PATH or scope.get("method") != "POST":
@@ -140,6 +152,7 @@ class InvocationGuard:
             return
         headers = Headers(scope=scope)
         try:
+            await self._authenticate(scope)
             check_content_type(headers.get("content-type"))
             check_declared_length(headers.get("content-length"))
             body = await _read_body(receive)
@@ -147,8 +160,14 @@ class InvocationGuard:
                 return  # nobody to answer
             self._check(parse_body(body), headers.get(SESSION_HEADER))
         except Refused as refused:
-            logger.warning(
-                "refused POST %s: %d %s: %s", INVOCATIONS_PATH, refused.status_code, refused.event["code"], refused
+            level = logging.ERROR if refused.status_code >= status.HTTP_500_INTERNAL_SERVER_ERROR else logging.WARNING
+            logger.log(
+                level,
+                "refused POST %s: %d %s: %s",
+                INVOCATIONS_PATH,
+                refused.status_code,
+                refused.event["code"],
+                refused,
             )
             await refused.response()(scope, receive, send)
             return

@@ -21,9 +21,17 @@ AgentCore's frame limits (`agent_app.frames`): every event fits one frame, and `
 the connection under AgentCore's frame rate; a turn's events that wait for their turn are merged
 meanwhile in its outbox, so the pacing costs no audio.
 
-One conversation, one running turn: a prompt on a session whose turn runs on *another* connection
-stops that turn first (`RunningTurns`), as a barge-in: the caller reconnected after its socket
-dropped (the old socket may not have noticed yet), and must not wait for a turn nobody reads.
+One conversation, one running turn: a prompt on a conversation whose turn runs on *another*
+connection stops that turn first (`RunningTurns`), as a barge-in: the caller reconnected after its
+socket dropped (the old socket may not have noticed yet), and must not wait for a turn nobody
+reads. A conversation is the user's (`memory.ConversationKey`): another user naming the same
+session id never stops this one's turn.
+
+A connection the agent will not serve (a bad token, the user's session limit, the user pool's keys
+unavailable) is accepted, told why in one `error` event and closed (`refuse_connection`): a
+browser cannot read the status of a refused upgrade, and the page must tell "sign in again" from
+a network failure. The upgrade is answered with the `base64UrlBearerAuthorization` subprotocol
+whenever the caller offered it (a browser fails a handshake that picks none of its protocols).
 
 One task reads the socket; the running turn's task forwards its events; every send goes through
 one lock, so frames never interleave. Stopping a turn cancels its task, which closes the
@@ -44,9 +52,11 @@ from starlette.types import Message
 from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
 
 from agent_app import events
+from agent_app.auth import accepted_subprotocol
 from agent_app.events import AgentErrorCode, AgentEvent, ErrorEvent
 from agent_app.frames import MAX_EVENT_BYTES, FramePacer
 from agent_app.invocation import MAX_REQUEST_BYTES, BadRequest, parse_json_object
+from agent_app.memory import ConversationKey
 from speech_protocol import quote
 
 logger = logging.getLogger(__name__)
@@ -120,36 +130,50 @@ def encode_frame(message: Mapping[str, object]) -> str:
     return text
 
 
+async def refuse_connection(websocket: WebSocket, event: ErrorEvent, close_code: int) -> None:
+    """Accept the upgrade, send `event`, close with `close_code` (its reason: the event's code)."""
+    await websocket.accept(subprotocol=accepted_subprotocol(websocket.scope.get("subprotocols", ())))
+    with contextlib.suppress(WebSocketDisconnect):
+        await websocket.send_text(encode_frame(event))
+        await websocket.close(code=close_code, reason=event["code"])
+
+
 class RunningTurns:
     """Which connection runs each conversation's turn; one per app (a session's calls reach one process)."""
 
     def __init__(self) -> None:
-        self._owners: dict[str, ConversationSocket] = {}
+        self._owners: dict[ConversationKey, ConversationSocket] = {}
 
-    async def take(self, session_id: str, socket: ConversationSocket) -> None:
-        """`socket` runs the session's next turn: a turn running on another connection stops first."""
-        previous = self._owners.get(session_id)
-        self._owners[session_id] = socket
+    async def take(self, conversation: ConversationKey, socket: ConversationSocket) -> None:
+        """`socket` runs the conversation's next turn: a turn running on another connection stops first."""
+        previous = self._owners.get(conversation)
+        self._owners[conversation] = socket
         if previous is not None and previous is not socket:
             await previous.stop_turn_for_another_connection()
 
-    def owns(self, session_id: str, socket: ConversationSocket) -> bool:
-        return self._owners.get(session_id) is socket
+    def owns(self, conversation: ConversationKey, socket: ConversationSocket) -> bool:
+        return self._owners.get(conversation) is socket
 
-    def leave(self, session_id: str, socket: ConversationSocket) -> None:
-        if self._owners.get(session_id) is socket:
-            del self._owners[session_id]
+    def leave(self, conversation: ConversationKey, socket: ConversationSocket) -> None:
+        if self._owners.get(conversation) is socket:
+            del self._owners[conversation]
 
 
 class ConversationSocket:
     """Serves one WebSocket connection until the caller closes it."""
 
     def __init__(
-        self, websocket: WebSocket, invoke: Invoke, *, session_id: str | None, running_turns: RunningTurns
+        self,
+        websocket: WebSocket,
+        invoke: Invoke,
+        *,
+        conversation: ConversationKey | None,
+        running_turns: RunningTurns,
     ) -> None:
+        """`conversation`: the user's session the connection names; None: each prompt is a one-turn call."""
         self._ws = websocket
         self._invoke = invoke
-        self._session_id = session_id
+        self._conversation = conversation
         self._running_turns = running_turns
         self._send_lock = asyncio.Lock()
         self._pacer = FramePacer(asyncio.get_running_loop().time)
@@ -158,7 +182,7 @@ class ConversationSocket:
         """The running turn's forwarding task and its invocation."""
 
     async def run(self) -> None:
-        await self._ws.accept()
+        await self._ws.accept(subprotocol=accepted_subprotocol(self._ws.scope.get("subprotocols", ())))
         try:
             while True:
                 message = await self._ws.receive()
@@ -175,8 +199,8 @@ class ConversationSocket:
         finally:
             # A caller who leaves mid-answer is a barge-in too.
             await self._stop_turn(announce=False)
-            if self._session_id is not None:
-                self._running_turns.leave(self._session_id, self)
+            if self._conversation is not None:
+                self._running_turns.leave(self._conversation, self)
 
     async def stop_turn_for_another_connection(self) -> None:
         """Another connection of this conversation asked a question: stop this one's running turn."""
@@ -200,14 +224,14 @@ class ConversationSocket:
             return None
 
     async def _start_turn(self, payload: dict[str, Any]) -> None:
-        if self._session_id is not None:
-            await self._running_turns.take(self._session_id, self)
+        if self._conversation is not None:
+            await self._running_turns.take(self._conversation, self)
         result = await self._invoke(payload)
         if not isinstance(result, Turn):
             await self._send(result)
             return
         self._turn += 1
-        if self._session_id is not None and not self._running_turns.owns(self._session_id, self):
+        if self._conversation is not None and not self._running_turns.owns(self._conversation, self):
             # Another connection asked while this turn was being set up: it never starts.
             result.hang_up()
             await self._send({"type": "turn_stopped", "turn": self._turn})

@@ -13,7 +13,8 @@ import pytest
 
 from agent_app.app import LEASE_GRACE_S, AgentService, AppDependencies, create_app
 from agent_app.config import AgentConfig, load_config
-from agent_app.memory import SESSION_HEADER
+from agent_app.identity import IAM_CALLERS
+from agent_app.memory import ACTOR_ID, SESSION_HEADER, user_directory
 from agent_app.metrics import InvocationMetrics
 from agent_app.models import (
     DEMO_ANSWER,
@@ -225,7 +226,8 @@ async def test_a_follow_up_in_the_same_session_remembers_the_question(
     assert answer_of(follow_up) == 'You asked me before: "How warm is Paris in May?" ' + DEMO_ANSWER
     assert answer_of(other) == DEMO_ANSWER  # another conversation
     assert answer_of(no_session) == DEMO_ANSWER  # a call without a session id is a turn of its own
-    assert listing(tmp_path) == [f"session_{SESSION_A}", f"session_{SESSION_B}"]
+    assert listing(tmp_path) == ["users"]
+    assert listing(user_directory(tmp_path, ACTOR_ID)) == [f"session_{SESSION_A}", f"session_{SESSION_B}"]
     third = await post_events(base, {"prompt": "Thanks!"}, session_id=SESSION_A)
     assert answer_of(third) == 'You asked me before: "And what about June?" ' + DEMO_ANSWER
 
@@ -434,9 +436,9 @@ async def test_a_turn_whose_events_are_never_read_is_given_back_after_its_bound(
     )
     service = AgentService(config, demo_deps(caller_gone_after_s=0.1))
     loop = asyncio.get_running_loop()
-    await service.start({"prompt": "Hi"}, SESSION_A)  # its events are never read
+    await service.start({"prompt": "Hi"}, SESSION_A, IAM_CALLERS)  # its events are never read
     start = loop.time()
-    second = await service.start({"prompt": "Hi again"}, SESSION_A)
+    second = await service.start({"prompt": "Hi again"}, SESSION_A, IAM_CALLERS)
     waited = loop.time() - start
     assert 0.2 + 0.1 + LEASE_GRACE_S - 0.05 <= waited < 5
     assert service.conversations.active == 1

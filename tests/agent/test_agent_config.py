@@ -4,11 +4,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import botocore.session  # type: ignore[import-untyped]
 import pytest
 
 from agent_app.config import (
+    CLIENT_ID_CHARS,
+    CLIENT_ID_PATTERN,
     DEFAULT_DEADLINE_S,
     DEFAULT_HISTORY_MESSAGES,
+    DEFAULT_MAX_SESSIONS_PER_USER,
     DEFAULT_SESSION_WAIT_S,
     DEFAULT_VOICES,
     ConfigError,
@@ -148,3 +152,121 @@ def test_invalid_values_name_the_key(env: dict[str, str], key: str, message: str
     assert caught.value.key == key
     assert str(caught.value).startswith(f"{key}: ")
     assert message in str(caught.value)
+
+
+# --- signed-in users (the JWT-authorized runtime's keys) --------------------------------------------------
+
+ISSUER = "https://cognito-idp.us-east-1.amazonaws.com/us-east-1_Ab12Cd34E"
+JWT = {
+    **WEBSOCKET,
+    "AGENT_AUTH": "jwt",
+    "AGENT_JWT_ISSUER": ISSUER,
+    "AGENT_JWT_CLIENT_IDS": "5rr0n8t1gq4hm0c6t5u1l7ugr2",
+}
+
+
+def test_an_iam_runtime_sets_none_of_the_jwt_keys() -> None:
+    for env in (WEBSOCKET, {**WEBSOCKET, "AGENT_AUTH": "iam"}):
+        config = load_config(env)
+        assert (config.auth, config.jwt_issuer, config.jwt_client_ids) == ("iam", None, ())
+        assert config.max_sessions_per_user == DEFAULT_MAX_SESSIONS_PER_USER == 2
+
+
+def test_a_jwt_runtime_reads_the_pool_its_clients_and_the_limit() -> None:
+    config = load_config({**JWT, "AGENT_JWT_CLIENT_IDS": " abc123 ,def+456,abc123", "AGENT_MAX_SESSIONS_PER_USER": "5"})
+    assert config.auth == "jwt"
+    assert config.jwt_issuer == ISSUER
+    assert config.jwt_client_ids == ("abc123", "def+456")
+    assert config.max_sessions_per_user == 5
+    assert load_config(JWT).max_sessions_per_user == 2
+
+
+@pytest.mark.parametrize(
+    "issuer", ["http://127.0.0.1:9000/us-east-1_Local", "http://localhost:9000/pool", "http://[::1]:9000/pool"]
+)
+def test_a_local_issuer_may_be_plain_http_on_a_loopback_host(issuer: str) -> None:
+    assert load_config({**JWT, "AGENT_JWT_ISSUER": issuer}).jwt_issuer == issuer
+
+
+ISSUER_RULE = (
+    "must be the user pool's issuer as its tokens carry it, https://cognito-idp.<region>.amazonaws.com/<pool id> "
+    "(http:// only on a loopback host, for a local issuer), without a trailing '/'; got "
+)
+
+
+@pytest.mark.parametrize(
+    ("env", "key", "message"),
+    [
+        ({**WEBSOCKET, "AGENT_AUTH": "cognito"}, "AGENT_AUTH", "must be one of iam, jwt; got 'cognito'"),
+        ({**WEBSOCKET, "AGENT_AUTH": "JWT"}, "AGENT_AUTH", "must be one of iam, jwt; got 'JWT'"),
+        (
+            {**WEBSOCKET, "AGENT_AUTH": "jwt", "AGENT_JWT_CLIENT_IDS": "abc"},
+            "AGENT_JWT_ISSUER",
+            "is required when AGENT_AUTH is jwt (https://cognito-idp.<region>.amazonaws.com/<pool id>)",
+        ),
+        (
+            {**WEBSOCKET, "AGENT_AUTH": "jwt", "AGENT_JWT_ISSUER": ISSUER},
+            "AGENT_JWT_CLIENT_IDS",
+            "is required when AGENT_AUTH is jwt (the page's app client id)",
+        ),
+        ({**JWT, "AGENT_JWT_ISSUER": ISSUER + "/"}, "AGENT_JWT_ISSUER", ISSUER_RULE + repr(ISSUER + "/")),
+        (
+            {**JWT, "AGENT_JWT_ISSUER": "http://cognito-idp.us-east-1.amazonaws.com/p"},
+            "AGENT_JWT_ISSUER",
+            ISSUER_RULE + "'http://cognito-idp.us-east-1.amazonaws.com/p'",
+        ),
+        ({**JWT, "AGENT_JWT_ISSUER": "cognito-idp/p"}, "AGENT_JWT_ISSUER", ISSUER_RULE + "'cognito-idp/p'"),
+        ({**JWT, "AGENT_JWT_ISSUER": ISSUER + "?x=1"}, "AGENT_JWT_ISSUER", ISSUER_RULE + repr(ISSUER + "?x=1")),
+        (
+            {**JWT, "AGENT_JWT_ISSUER": "https://u:p@example.com/p"},
+            "AGENT_JWT_ISSUER",
+            ISSUER_RULE + "'https://u:p@example.com/p'",
+        ),
+        (
+            {**JWT, "AGENT_JWT_CLIENT_IDS": "good,bad id"},
+            "AGENT_JWT_CLIENT_IDS",
+            "must list app client ids (1 to 128 letters, digits, '_' or '+'); got 'bad id'",
+        ),
+        (
+            {**JWT, "AGENT_JWT_CLIENT_IDS": " , "},
+            "AGENT_JWT_CLIENT_IDS",
+            "must list at least one name, separated by commas; got ','",
+        ),
+        (
+            {**JWT, "AGENT_MAX_SESSIONS_PER_USER": "0"},
+            "AGENT_MAX_SESSIONS_PER_USER",
+            "must be a whole number of at least 1; got '0'",
+        ),
+        (
+            {**JWT, "AGENT_MAX_SESSIONS_PER_USER": "two"},
+            "AGENT_MAX_SESSIONS_PER_USER",
+            "must be a whole number of at least 1; got 'two'",
+        ),
+        (
+            {**WEBSOCKET, "AGENT_JWT_ISSUER": ISSUER},
+            "AGENT_JWT_ISSUER",
+            "applies to signed-in users only: set AGENT_AUTH=jwt, or leave it unset",
+        ),
+        (
+            {**WEBSOCKET, "AGENT_AUTH": "iam", "AGENT_JWT_CLIENT_IDS": "abc"},
+            "AGENT_JWT_CLIENT_IDS",
+            "applies to signed-in users only: set AGENT_AUTH=jwt, or leave it unset",
+        ),
+        (
+            {**WEBSOCKET, "AGENT_MAX_SESSIONS_PER_USER": "3"},
+            "AGENT_MAX_SESSIONS_PER_USER",
+            "applies to signed-in users only: set AGENT_AUTH=jwt, or leave it unset",
+        ),
+    ],
+    ids=lambda value: value if isinstance(value, str) and value.isupper() else "",
+)
+def test_invalid_auth_values_name_the_key(env: dict[str, str], key: str, message: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_config(env)
+    assert str(caught.value) == f"{key}: {message}"
+
+
+def test_client_ids_are_held_to_cognitos_model() -> None:
+    shape = botocore.session.get_session().get_service_model("cognito-idp").shape_for("ClientIdType")
+    assert (shape.metadata["min"], shape.metadata["max"]) == CLIENT_ID_CHARS
+    assert shape.metadata["pattern"] == CLIENT_ID_PATTERN

@@ -10,7 +10,9 @@ from typing import Any, cast
 import pytest
 
 from agent_app.memory import (
+    ACTOR_ID,
     BadSessionId,
+    ConversationKey,
     Conversations,
     SessionBusy,
     check_session_id,
@@ -21,6 +23,7 @@ from agent_app.models import DEMO_ANSWER, DemoModel, build_agent
 from tests.agent.agent_support import FOUR_SENTENCES, GatedModel, collect, make_invocation, types, ws_transport
 
 UUID = "0b7e6c52-3f1e-4d0a-9a53-5e2f1d9c4b11"
+MINE = ConversationKey(ACTOR_ID, UUID)
 
 
 def listing(directory: Path) -> list[str]:
@@ -42,20 +45,20 @@ def test_ids_no_store_accepts_are_refused(raw: str) -> None:
 
 async def test_one_turn_at_a_time_per_session_and_nothing_kept_when_idle() -> None:
     conversations = Conversations(None, wait_s=0.2)
-    first = await conversations.acquire(UUID)
-    other = await conversations.acquire("b" * 36)  # another session is not held up
+    first = await conversations.acquire(MINE)
+    other = await conversations.acquire(ConversationKey(ACTOR_ID, "b" * 36))  # another session is not held up
     with pytest.raises(SessionBusy, match=r"still running \(waited 0.2 s\)"):
-        await conversations.acquire(UUID)
+        await conversations.acquire(MINE)
     assert conversations.active == 2
 
-    waiting = asyncio.create_task(conversations.acquire(UUID))
+    waiting = asyncio.create_task(conversations.acquire(MINE))
     await asyncio.sleep(0.05)
     assert not waiting.done()
     first.release()
     second = await waiting
     first.release()  # a second release changes nothing
     with pytest.raises(SessionBusy):
-        await conversations.acquire(UUID)
+        await conversations.acquire(MINE)
     second.release()
     other.release()
     assert conversations.active == 0
@@ -71,8 +74,8 @@ async def test_a_call_without_a_session_is_never_busy_and_has_no_store(tmp_path:
 
 async def test_a_waiter_that_is_cancelled_leaves_no_slot_behind() -> None:
     conversations = Conversations(None, wait_s=5)
-    lease = await conversations.acquire(UUID)
-    waiting = asyncio.create_task(conversations.acquire(UUID))
+    lease = await conversations.acquire(MINE)
+    waiting = asyncio.create_task(conversations.acquire(MINE))
     await asyncio.sleep(0.05)
     waiting.cancel()
     await asyncio.wait([waiting])
@@ -82,11 +85,11 @@ async def test_a_waiter_that_is_cancelled_leaves_no_slot_behind() -> None:
 
 async def test_an_interrupted_turn_is_stored_with_what_was_said(tmp_path: Path) -> None:
     sessions = file_sessions(tmp_path)
-    agent = build_agent(DemoModel(), session_manager=sessions(UUID))
+    agent = build_agent(DemoModel(), session_manager=sessions(MINE))
     agent.messages.append({"role": "user", "content": [{"text": "Tell me a story."}]})
     assert await close_interrupted_turn(agent, "Once upon a time ") is True
     assert await close_interrupted_turn(agent, "more") is False  # the turn already ends with a reply
-    restored = build_agent(DemoModel(), session_manager=sessions(UUID))
+    restored = build_agent(DemoModel(), session_manager=sessions(MINE))
     assert [(m["role"], m["content"]) for m in restored.messages] == [
         ("assistant", [{"text": "Once upon a time [interrupted]"}]),
     ]
@@ -98,7 +101,7 @@ async def test_a_turn_stopped_mid_answer_leaves_a_conversation_the_next_turn_can
     fake = await fake_speech()
     sessions = file_sessions(tmp_path)
     model = GatedModel(FOUR_SENTENCES, hold_at=5)
-    agent = build_agent(model, session_manager=sessions(UUID))
+    agent = build_agent(model, session_manager=sessions(MINE))
     invocation = make_invocation(model, ws_transport(fake), agent=agent, prompt="Tell me about the tower.")
     stream = cast("AsyncGenerator[dict[str, Any], None]", invocation.events())
     seen = [await anext(stream) for _ in range(6)]  # agent_start and 5 tokens: the model is now held
@@ -106,7 +109,7 @@ async def test_a_turn_stopped_mid_answer_leaves_a_conversation_the_next_turn_can
     said = "".join(e["text"] for e in seen if e["type"] == "text_delta")
     assert said == "The Eiffel Tower is about"
 
-    follow_up = build_agent(DemoModel(tokens_per_s=2000), session_manager=sessions(UUID))
+    follow_up = build_agent(DemoModel(tokens_per_s=2000), session_manager=sessions(MINE))
     assert [(m["role"], m["content"]) for m in follow_up.messages] == [
         ("user", [{"text": "Tell me about the tower."}]),
         ("assistant", [{"text": "The Eiffel Tower is about [interrupted]"}]),
