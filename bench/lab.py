@@ -55,7 +55,7 @@ from local.launcher import LaunchError
 from local.stack import StackConfig, StackError, launch
 from speech_protocol import Cancel, Close, ErrorEvent, Synthesize
 from voicestack.agentcore import DEFAULT_QUALIFIER, resolve_sdk
-from voicestack.cli import CommandError, UsageError
+from voicestack.errors import CommandError, UsageError
 from voicestack.pulumi_stack import read_stack
 from voicestack.talk.client import run_turn
 from voicestack.talk.targets import LocalAgent, Runtime, Target, open_conversation

@@ -45,7 +45,7 @@ from voicestack.agentcore import (
     session_id_bounds,
     websocket_url,
 )
-from voicestack.cli import UsageError
+from voicestack.errors import UsageError
 from voicestack.pulumi_stack import StackView, read_stack
 
 RUNTIME_ARN_OUTPUT: Final = "agentRuntimeArn"

@@ -55,7 +55,7 @@ from local.remote import DEFAULT_PRESIGN_EXPIRES_S, RemoteTarget, resolve_target
 from local.remote_routes import RemoteApi
 from local.ws_proxy import relay_conversation
 from voicestack.agentcore import MAX_PRESIGN_EXPIRES_S, SESSION_HEADER
-from voicestack.cli import CommandError
+from voicestack.errors import CommandError
 
 logger = logging.getLogger("voicestack.webserver")
 

@@ -27,7 +27,7 @@ from local.standin.agentcore_auth import TEST_PRINCIPALS, Principal
 from local.standin.agentcore_routing import AgentCoreConfig
 from local.threaded_server import serve_in_thread
 from local.webserver import RemoteChoice, WebServerConfig, create_app
-from voicestack.cli import UsageError
+from voicestack.errors import UsageError
 from voicestack.pulumi_stack import StackView
 
 SAMPLE_RATE = 24_000

@@ -36,7 +36,7 @@ from tests.local.local_fakes import (
     use_sdk_environment,
 )
 from voicestack.agentcore import SESSION_HEADER
-from voicestack.cli import UsageError
+from voicestack.errors import UsageError
 
 SESSION = "page-remote-session-0123456789abcdef01"
 OTHER_ARN = "arn:aws:bedrock-agentcore:us-east-1:000000000000:runtime/voicestack_other-abcdefghij"

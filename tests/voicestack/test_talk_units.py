@@ -12,7 +12,7 @@ from typing import Any, ClassVar
 
 import pytest
 
-from voicestack.cli import ExitCode
+from voicestack.errors import ExitCode
 from voicestack.talk.audio import DevicePlayer, PcmBuffer, SilentPlayer, open_player, write_wav
 from voicestack.talk.errors import RuntimeRef, fix_for, refused
 from voicestack.talk.sse import SseError, SseParser

@@ -33,7 +33,7 @@ from voicestack.agentcore import (
     parse_runtime_arn,
     resolve_sdk,
 )
-from voicestack.cli import CommandError, ExitCode, UsageError
+from voicestack.errors import CommandError, ExitCode, UsageError
 from voicestack.talk import DEFAULT_URL
 from voicestack.talk.audio import Player, SilentPlayer, open_player, write_wav
 from voicestack.talk.client import run_turn

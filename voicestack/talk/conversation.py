@@ -33,7 +33,7 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus, InvalidURI
 from websockets.protocol import State
 
-from voicestack.cli import CommandError
+from voicestack.errors import CommandError
 from voicestack.talk.errors import RETRIED_CODE
 from voicestack.talk.sse import SseError, SseParser
 from voicestack.talk.turn import CONNECTION_CLOSED, PROTOCOL_ERROR, Transport

@@ -31,7 +31,7 @@ from voicestack.agentcore import (
     sign_websocket_headers,
     websocket_url,
 )
-from voicestack.cli import CommandError, ExitCode
+from voicestack.errors import CommandError, ExitCode
 from voicestack.talk.conversation import (
     Conflict,
     Conversation,
