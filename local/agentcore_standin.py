@@ -11,8 +11,9 @@ botocore's model reads it): SigV4 checked by botocore's own signer against the t
 (`local.standin.agentcore_auth`: header and presigned-query signatures, bad, expired,
 wrong-region or wrong-service signatures, expired credentials, IAM actions), unknown runtimes and
 qualifiers, session ids outside the model's rules, payloads over 100 MB
-(`local.standin.agentcore_routing`), WebSocket frames over 32 KB or over 250 per second, and
-sessions idle for the idle timeout (`local.standin.agentcore_frames`). A switch injects
+(`local.standin.agentcore_routing`), WebSocket frames over 32 KB or over 250 per second (AWS's
+numbers, written once in `agent_app.frames`), and sessions idle for the idle timeout
+(`local.standin.agentcore_frames`). A switch injects
 `RetryableConflictException` (409) for the first calls of each new session, as while AgentCore
 starts a session's microVM. Each accepted call reaches the agent as the runtime's does: the
 session header, a request id, the allowlisted headers and nothing else.
@@ -27,7 +28,7 @@ Command line (`python -m local.stack --agentcore` starts it in front of the agen
     ARN=arn:aws:bedrock-agentcore:us-east-1:000000000000:runtime/voicestack_local-localstand
     python -m local.agentcore_standin --port 8444 --runtime "$ARN=http://127.0.0.1:8080" \\
         [--region us-east-1] [--host 127.0.0.1] [--cert-dir DIR] [--qualifier DEFAULT ...] \\
-        [--allow-header NAME ...] [--idle-timeout 900] [--max-frame-bytes 32768] \\
+        [--allow-header NAME ...] [--idle-timeout 900] [--max-frame-bytes 32000] \\
         [--max-frames-per-second 250] [--conflicts-per-new-session 0]
 
 It writes a throwaway CA to `DIR/ca.pem` and prints one JSON line once it accepts connections:

@@ -33,6 +33,7 @@ from botocore.awsrequest import AWSRequest  # type: ignore[import-untyped]
 from botocore.credentials import ReadOnlyCredentials  # type: ignore[import-untyped]
 from botocore.exceptions import ProfileNotFound  # type: ignore[import-untyped]
 
+from agent_app.frames import AGENTCORE_FRAME_LIMIT_BYTES
 from voicestack.agentcore import (
     MAX_PRESIGN_EXPIRES_S,
     SERVICE,
@@ -56,11 +57,6 @@ DEFAULT_PRESIGN_EXPIRES_S: Final = MAX_PRESIGN_EXPIRES_S
 default too). The page opens it within milliseconds; the margin is for a machine whose clock runs
 behind AWS's (a URL is refused once its X-Amz-Date plus X-Amz-Expires has passed on AWS's clock)."""
 
-MAX_FRAME_BYTES: Final = 32 * 1024
-"""AgentCore Runtime's WebSocket message frame limit ("Quotas for Amazon Bedrock AgentCore"), which
-the page checks before it sends a prompt, so a long one gets an error instead of a closed
-connection. The stand-in enforces the same quota (`local.standin.agentcore_routing`; a test keeps
-the two equal): importing it here would cost the page server bedrock_agentcore's 2-7 s import."""
 
 WebSocketAuth = Literal["sigv4"]
 """How the page authenticates the runtime's WebSocket. `sigv4`: a presigned URL from this server.
@@ -185,5 +181,7 @@ def page_view(target: RemoteTarget) -> dict[str, Any]:
         "runtime_arn": target.runtime_arn,
         "qualifier": target.qualifier,
         "websocket_auth": target.websocket_auth,
-        "max_frame_bytes": MAX_FRAME_BYTES,
+        # AgentCore's frame limit (the one the stand-in enforces): the page checks a prompt against
+        # it before sending, so a long one gets an error instead of a closed connection.
+        "max_frame_bytes": AGENTCORE_FRAME_LIMIT_BYTES,
     }

@@ -299,13 +299,13 @@ def test_a_question_over_agentcores_frame_limit_is_refused_by_the_page(tls_page:
     """AgentCore closes a connection on a message over 32 KB: the page says so instead of sending it."""
     page = tls_page
     sockets = open_page(page, chain, "websocket")
-    prompt = "日" * 11_000  # 33,000 bytes of UTF-8
+    prompt = "日" * 11_000  # 33,000 bytes of UTF-8: over the 32,000
     ask(page, prompt)
     page.wait_for_function("window.voicestack.current?.done", timeout=WAIT_MS)
     message = {"type": "prompt", "prompt": prompt, "mode": "stream"}
     size = len(json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode())
     assert page.inner_text("#error") == (
-        f"prompt_too_large: the question is {size} bytes as a WebSocket message; the runtime takes at most 32768"
+        f"prompt_too_large: the question is {size} bytes as a WebSocket message; the runtime takes at most 32000"
     )
     assert chain.prompts == []
 

@@ -18,11 +18,10 @@ import pytest
 from websockets.asyncio.client import connect
 from websockets.exceptions import InvalidStatus
 
-from local import remote
 from local.remote import page_view, resolve_target, session_problem
 from local.remote_routes import CREDENTIALS_HINT
-from local.standin import agentcore_routing
 from local.standin.agentcore_auth import DENIED, EXPIRED
+from local.standin.agentcore_routing import AgentCoreConfig
 from local.webserver import RemoteChoice, WebServerConfig, main, parse_args
 from tests.local.local_fakes import (
     ONE_EVENT,
@@ -51,7 +50,7 @@ def view(**changes: Any) -> dict[str, Any]:
         "runtime_arn": RUNTIME_ARN,
         "qualifier": None,
         "websocket_auth": "sigv4",
-        "max_frame_bytes": 32768,
+        "max_frame_bytes": 32_000,
     }
     return {**base, **changes}
 
@@ -522,5 +521,7 @@ def test_session_problem(session: str, problem: str | None) -> None:
     assert session_problem(session, name="s") == (None if problem is None else f"'s' must be {problem}")
 
 
-def test_the_page_is_told_agentcores_frame_limit_the_stand_in_enforces() -> None:
-    assert remote.MAX_FRAME_BYTES == agentcore_routing.MAX_FRAME_BYTES
+def test_the_page_is_told_agentcores_frame_limit_the_stand_in_enforces(monkeypatch: pytest.MonkeyPatch) -> None:
+    use_sdk_environment(monkeypatch, None, TEMPORARY)  # AWS's real endpoint: resolved offline
+    enforced = AgentCoreConfig(runtimes={RUNTIME_ARN: "http://127.0.0.1:9"}, region=REGION).max_frame_bytes
+    assert page_view(resolve_target(stack=None, runtime_arn=RUNTIME_ARN))["max_frame_bytes"] == enforced == 32_000

@@ -22,6 +22,7 @@ from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.typing import Subprotocol
 
+from agent_app.frames import AGENTCORE_FRAME_LIMIT_BYTES
 from local.standin.agentcore_auth import ALLOWED, DENIED, EXPIRED, SSE_ONLY, Principal
 from tests.standin.agentcore_support import ARN, REGION, WAIT_S, scripted_agent, standin_for, use_sdk_environment
 from tests.standin.standin_support import REPO_ROOT
@@ -372,25 +373,25 @@ async def wait_closes(agent_closes: list[int], count: int) -> list[int]:
     return agent_closes
 
 
-async def test_frames_over_32_kib_close_both_sides_with_1009(monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_frames_over_32_kb_close_both_sides_with_1009(monkeypatch: pytest.MonkeyPatch) -> None:
     with scripted_agent() as (agent, server):
         async with standin_for(server.http_url) as info:
             use_sdk_environment(monkeypatch, info, ALLOWED)
             sdk = resolve_sdk()
             async with await open_signed(info.url, sdk) as ws:
-                await ws.send("big:32768")  # the agent answers one frame of exactly the limit: it passes
-                assert len(await ws.recv()) == 32768
-                await ws.send("big:64058")  # what the agent's audio_chunk events measured on main
+                await ws.send(f"big:{AGENTCORE_FRAME_LIMIT_BYTES}")  # one frame of exactly the limit: it passes
+                assert len(await ws.recv()) == AGENTCORE_FRAME_LIMIT_BYTES == 32_000
+                await ws.send("big:64058")  # what the agent's audio_chunk events weighed before they were cut
                 with pytest.raises(ConnectionClosed) as closed:
                     await ws.recv()
             assert closed.value.rcvd is not None
             assert (closed.value.rcvd.code, closed.value.rcvd.reason) == (
                 1009,
-                "frame of 64058 bytes exceeds the 32768-byte limit",
+                "frame of 64058 bytes exceeds the 32000-byte limit",
             )
             assert await wait_closes(agent.ws_closes, 1) == [1009]
             async with await open_signed(info.url, sdk) as ws:
-                await ws.send("y" * 32769)
+                await ws.send("y" * (AGENTCORE_FRAME_LIMIT_BYTES + 1))
                 with pytest.raises(ConnectionClosed) as closed:
                     await ws.recv()
             assert closed.value.rcvd is not None
