@@ -44,8 +44,9 @@ from bench.lab_report import (
     speedup,
     write_chart,
 )
-from local.stack import LOCAL_RUNTIME_ARN, StackConfig, agentcore_environment, launch
+from local.stack import LOCAL_RUNTIME_ARN, agentcore_environment, launch
 from speech_protocol import Cancel, ClientMessage, Close, ErrorEvent, SynthesisStart, Synthesize
+from tests.voicestack.talk_support import AGENTCORE_STACK
 from voicestack.talk.turn import TurnResult
 
 # --- statistics and sizes ----------------------------------------------------------------------------
@@ -349,19 +350,8 @@ async def test_the_deployed_target_against_the_agentcore_standin(
 ) -> None:
     """The deployed target as on AWS, offline: the runtime is the AgentCore stand-in in front of the
     local agent, the endpoint the SageMaker stand-in, both reached through the SDK's own settings."""
-    config = StackConfig(
-        speech_port=0,
-        standin_port=0,
-        agent_port=0,
-        web_port=0,
-        agentcore_port=0,
-        browser_server=False,
-        speech_engine="zero",
-        speech_frame_ms=200,  # audio events within AgentCore's 32 KB frames
-        agentcore=True,
-    )
     env = {k: v for k, v in os.environ.items() if k != "BEDROCK_MODEL_ID"}
-    async with launch(config, base_env=env) as stack:
+    async with launch(AGENTCORE_STACK, base_env=env) as stack:
         urls = stack.urls
         assert urls.standin_url is not None
         assert urls.ca_file is not None
@@ -381,7 +371,7 @@ async def test_the_deployed_target_against_the_agentcore_standin(
                 target="deployed",
                 trials=1,
                 e2e_trials=1,
-                endpoint_name=config.endpoint_name,
+                endpoint_name=AGENTCORE_STACK.endpoint_name,
                 agent_arn=LOCAL_RUNTIME_ARN,
                 region="us-east-1",
                 agent_transport=transport,
@@ -389,7 +379,7 @@ async def test_the_deployed_target_against_the_agentcore_standin(
             results = await run_deployed(options)
             assert results.deployed
             assert results.notes == (
-                f"speech: SageMaker endpoint {config.endpoint_name} at {urls.standin_url}",
+                f"speech: SageMaker endpoint {AGENTCORE_STACK.endpoint_name} at {urls.standin_url}",
                 f"agent: AgentCore runtime {LOCAL_RUNTIME_ARN} through "
                 + ("InvokeAgentRuntime" if transport == "sse" else "the WebSocket route")
                 + f" at {urls.agentcore_url}",

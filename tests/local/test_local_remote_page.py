@@ -62,11 +62,6 @@ EXPIRES_S = 3
 X-Amz-Date counts whole seconds, a URL lives 2 to 3 s: time enough to open it on a loaded machine."""
 IDLE_S = 6.0
 """The stand-in's idle timeout here (AgentCore's is 15 minutes)."""
-FRAME_MS = 100
-# Until the agent cuts its audio events to AgentCore's 32 KB frame limit (branch agent-contract),
-# the speech server's frames must be small enough on their own: 100 ms of PCM16 at 24 kHz is 4.8 KB,
-# 6.4 KB as base64 in JSON; its default 1 s frames make 64 KB events, which the stand-in (as
-# AgentCore) answers by closing the connection (1009).
 LONG = "Streaming speech starts sooner than you think, and it keeps going while the model writes. " * 4
 REFUSED_HANDSHAKE = "console.error: WebSocket connection to '{url}' failed: Error during WebSocket handshake: "
 
@@ -109,7 +104,7 @@ def chain(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[RemoteCha
         return ModelChoice(model=_ByPrompt(session_ids, prompts), name="scripted", demo=False)
 
     with ExitStack() as stack:
-        speech_app = create_speech_app(Settings(frame_ms=FRAME_MS), ZeroCostEngine(compute_s_per_char=0.002))
+        speech_app = create_speech_app(Settings(), ZeroCostEngine(compute_s_per_char=0.002))
         speech = stack.enter_context(serve_in_thread(speech_app))
         config = load_config(
             {

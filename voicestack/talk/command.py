@@ -145,9 +145,12 @@ def closed_error(result: TurnResult) -> CommandError:
     message = result.error_message or ""
     fix = ""
     if "closed with 1009" in message:
+        # AgentCore's answer to a message over its frame limit: this agent cuts its events to fit
+        # (agent_app.frames), so it is a question that long, or a runtime running another agent.
         fix = (
-            ". Fix: the agent sent a WebSocket frame over AgentCore's 32 KB limit; "
-            "until its audio events are cut to fit, use --transport sse"
+            ". Fix: a WebSocket message was over AgentCore's 32 KB frame limit: ask a shorter question, or check "
+            "that the runtime runs this project's agent (it keeps every event under the limit); "
+            "--transport sse has no frame limit"
         )
     return CommandError(ExitCode.UNREACHABLE, f"the answer was cut off: {message}{fix}")
 
