@@ -34,7 +34,6 @@ from kokoro_server.app import create_app as create_speech_app
 from kokoro_server.engine import ZeroCostEngine
 from kokoro_server.settings import Settings
 from local.agentcore_standin import AgentCoreStandInInfo
-from local.remote import resolve_target
 from local.standin.agentcore_routing import AgentCoreConfig
 from local.threaded_server import serve_in_thread
 from local.webserver import RemoteChoice, WebServerConfig
@@ -53,6 +52,7 @@ from tests.local.local_fakes import (
     use_sdk_environment,
     wait_answered,
 )
+from voicestack.runtime_target import resolve_runtime
 
 pytestmark = pytest.mark.browser
 
@@ -126,7 +126,7 @@ def chain(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[RemoteCha
         )
         use_sdk_environment(monkeypatch, standin, TEMPORARY)
         outputs = {"agentRuntimeArn": RUNTIME_ARN, "region": REGION}
-        target = resolve_target(stack="dev", runtime_arn=None, read=fake_stack("dev", outputs))
+        target = resolve_runtime(stack="dev", runtime_arn=None, read=fake_stack("dev", outputs))
         web_config = WebServerConfig(remote=RemoteChoice(stack="dev", presign_expires_s=EXPIRES_S))
         web = stack.enter_context(serve(create_web_app(web_config, target)))
         yield RemoteChain(url=web, standin=standin, session_ids=session_ids, prompts=prompts)

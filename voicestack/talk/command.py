@@ -25,14 +25,7 @@ from typing import Any, Final, TextIO
 from urllib.parse import urlsplit
 
 from speech_protocol import AUDIO_CHANNELS, SAMPLE_RATE
-from voicestack.agentcore import (
-    DEFAULT_QUALIFIER,
-    check_qualifier,
-    check_session_id,
-    new_session_id,
-    parse_runtime_arn,
-    resolve_sdk,
-)
+from voicestack.agentcore import check_session_id, new_session_id
 from voicestack.errors import CommandError, ExitCode, UsageError
 from voicestack.talk import DEFAULT_URL
 from voicestack.talk.audio import Player, SilentPlayer, open_player, write_wav
@@ -61,39 +54,21 @@ class TalkOptions:
     play: bool
 
 
-def _runtime(args: argparse.Namespace, arn: str, region: str | None, flag: str) -> Runtime:
-    try:
-        parsed = parse_runtime_arn(arn)
-    except ValueError as exc:
-        raise UsageError(f"{flag}: {exc}") from None
-    if region is not None and region != parsed.region:
-        raise UsageError(f"--region {region} is not the runtime's region: {arn} is in {parsed.region}")
-    from botocore.exceptions import ProfileNotFound  # type: ignore[import-untyped]
-
-    try:
-        sdk = resolve_sdk(args.profile, region or parsed.region)
-    except ProfileNotFound:
-        raise UsageError(
-            f"--profile {args.profile}: no such profile in the AWS configuration (~/.aws/config)"
-        ) from None
-    qualifier = args.qualifier or DEFAULT_QUALIFIER
-    try:
-        check_qualifier(qualifier)
-    except ValueError as exc:
-        raise UsageError(f"--qualifier: {exc}") from None
-    return Runtime(arn, sdk, qualifier, profile=args.profile)
-
-
 def resolve_target(args: argparse.Namespace) -> Target:
-    if args.runtime_arn is not None:
-        return _runtime(args, args.runtime_arn, args.region, "--runtime-arn")
-    if args.stack is not None:
-        from voicestack.pulumi_stack import read_stack
+    """The agent at `--url` (the local stack by default), or the runtime of `--stack` / `--runtime-arn`
+    (`voicestack.runtime_target`, the resolver the page's remote mode and the lab use too)."""
+    if args.runtime_arn is not None or args.stack is not None:
+        from voicestack.runtime_target import resolve_runtime
 
-        view = read_stack(args.stack)
-        arn = str(view.output("agentRuntimeArn"))
-        region = args.region or str(view.output("region"))
-        return _runtime(args, arn, region, f"--stack {args.stack} (its agentRuntimeArn)")
+        return Runtime.for_target(
+            resolve_runtime(
+                stack=args.stack,
+                runtime_arn=args.runtime_arn,
+                region=args.region,
+                profile=args.profile,
+                qualifier=args.qualifier,
+            )
+        )
     for flag in ("region", "profile", "qualifier"):
         if getattr(args, flag) is not None:
             raise UsageError(f"--{flag} applies to a runtime: pass --runtime-arn or --stack with it")
