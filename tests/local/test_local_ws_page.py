@@ -1,10 +1,12 @@
 """The page over the WebSocket connection, in headless Chromium, through the real chain: web server
 relay, the AgentCore app's `WS /ws` (scripted model), the speech container app (zero-cost engine,
 slowed down, with a probe). Two turns on one socket and one session id; Stop ends the answer at
-the agent (model cancelled, speech requests cancelled) while the socket stays open."""
+the agent (model cancelled, speech requests cancelled) while the socket stays open; a question on
+another connection of the same session stops the page's answer, which the page records as stopped."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterable, Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass
@@ -15,6 +17,7 @@ import pytest
 from bedrock_agentcore.runtime.context import BedrockAgentCoreContext
 from playwright.sync_api import Page
 from strands.types.streaming import StreamEvent
+from websockets.sync.client import connect
 
 from agent_app.app import AppDependencies
 from agent_app.app import create_app as create_agent_app
@@ -28,7 +31,7 @@ from local.threaded_server import serve_in_thread
 from local.webserver import WebServerConfig
 from local.webserver import create_app as create_web_app
 from speech_protocol import WS_PATH
-from tests.local.local_fakes import ask
+from tests.local.local_fakes import ask, runs, turns, wait_answered
 
 pytestmark = pytest.mark.browser
 
@@ -119,3 +122,38 @@ def test_stop_and_two_turns_over_the_websocket(page: Page, chain: Chain) -> None
     assert first.closed is not None
     assert first.kinds()[-1] == "cancel"
     assert "close" not in first.kinds()
+
+
+def test_a_question_on_another_connection_of_the_session_stops_the_pages_answer(page: Page, chain: Chain) -> None:
+    """Another tab (or `voicestack talk --session`) asks on the page's session while the page's answer
+    plays: the agent stops the page's turn (`turn_stopped`), the page drops its audio and records the
+    answer as stopped, and its socket goes on."""
+    page.goto(chain.url + "/")
+    page.wait_for_function("document.getElementById('health').dataset.state === 'ok'")
+    page.check("input[name=transport][value=websocket]")
+    session_id = page.evaluate("window.voicestack.sessionId")
+    ask(page, "Talk for a while.")
+    page.wait_for_function("window.voicestack.current?.samplesPlayed > 0", timeout=WAIT_MS)
+
+    other: list[dict[str, Any]] = []
+    with connect(chain.url.replace("http://", "ws://") + f"/api/ws?session={session_id}") as socket:
+        socket.send(json.dumps({"type": "prompt", "prompt": "Me too?"}))
+        while not other or other[-1]["type"] not in ("agent_end", "error"):
+            other.append(json.loads(socket.recv(timeout=WAIT_MS / 1000)))
+    assert "".join(e["text"] for e in other if e["type"] == "text_delta") == "Answer number 2."
+    assert {e["turn"] for e in other} == {1}  # its connection's first turn
+
+    page.wait_for_function("window.voicestack.current?.done", timeout=WAIT_MS)
+    assert page.inner_text("#status") == "Stopped: another connection of this conversation asked a question."
+    assert page.evaluate("window.voicestack.turns.map((t) => t.result)") == ["stopped"]
+    assert runs(page) == ["stopped"]
+    assert page.evaluate("window.voicestack.current.error") is None
+    assert page.evaluate("window.voicestack.lastStop.reason") == "turn_stopped"
+    page.wait_for_function("typeof window.voicestack.lastStop?.silentMs === 'number'", timeout=WAIT_MS)
+    assert page.evaluate("({ ...window.voicestack.player.progress })")["buffered"] == 0
+    assert chain.models[0].stopped_early is True
+
+    ask(page, "And now?")  # the same socket, the next question
+    wait_answered(page, 2, WAIT_MS)
+    assert [(t["result"], t["answer"]) for t in turns(page)][1] == ("ok", "Answer number 3.")
+    assert chain.session_ids == [session_id] * 3

@@ -7,7 +7,8 @@ during the stop gives up at once. The answer's text goes to stdout as it arrives
 notices and each turn's timings go to stderr, so `voicestack talk "..." > answer.txt` keeps only
 the text. `--json` prints one line per turn on stdout instead of the text.
 
-Exit codes: 0 answered; 1 the agent answered with an error event; 2 bad usage (the flag named);
+Exit codes: 0 answered; 1 the agent answered with an error event, or stopped the answer because
+another connection of the session asked a question; 2 bad usage (the flag named);
 3 the runtime or agent refused the call or could not be reached (the AWS code and the fix named),
 or closed the connection mid-answer; 130 the answer was stopped with Ctrl-C (one question).
 """
@@ -36,6 +37,7 @@ from voicestack.talk.turn import CONNECTION_CLOSED, Transport, TurnResult
 
 STOPPED_EXIT: Final = 130
 """What a shell reports for a command interrupted by Ctrl-C."""
+AGENT_STOPPED: Final = "the agent stopped the answer: another connection of this session asked a question"
 
 
 @dataclass(frozen=True)
@@ -234,7 +236,7 @@ async def _answer(
 
 
 def _as_stopped(result: TurnResult) -> TurnResult:
-    return replace(result, outcome="stopped")
+    return replace(result, outcome="stopped", stopped_by="caller")
 
 
 def _echo(text: str) -> None:
@@ -248,7 +250,7 @@ def _report(result: TurnResult, options: TalkOptions) -> None:
         return
     print(flush=True)  # ends the answer's line
     if result.outcome == "stopped":
-        say("(stopped)")
+        say("(stopped)" if result.stopped_by == "caller" else f"({AGENT_STOPPED})")
     elif result.outcome == "error":
         say(f"error: {result.error_code}: {result.error_message}")
     say(result.summary())
@@ -293,6 +295,8 @@ async def _one_question(conversation: Conversation, options: TalkOptions, consol
     if options.out is not None:
         write_wav(options.out, result.pcm, sample_rate=result.sample_rate, channels=result.channels)
         say(f"voicestack talk: wrote {len(result.pcm):,} bytes of audio to {options.out}")
+    if result.outcome == "stopped" and result.stopped_by == "agent":
+        raise CommandError(ExitCode.FAILED, f"{AGENT_STOPPED} (session {result.session_id})")
     if result.outcome == "stopped":
         return STOPPED_EXIT
     if result.outcome == "error":
