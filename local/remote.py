@@ -22,22 +22,18 @@ the event loop by the caller: an SSO or assumed-role refresh is a network call.
 
 from __future__ import annotations
 
-import functools
-import re
 from collections.abc import Mapping
 from typing import Any, Final
 
-from botocore.auth import SigV4Auth  # type: ignore[import-untyped]
-from botocore.awsrequest import AWSRequest  # type: ignore[import-untyped]
 from botocore.credentials import ReadOnlyCredentials  # type: ignore[import-untyped]
 
 from agent_app.frames import AGENTCORE_FRAME_LIMIT_BYTES
 from voicestack.agentcore import (
     MAX_PRESIGN_EXPIRES_S,
-    SERVICE,
+    conversation_session_problem,
     invocation_url,
     presign_websocket_url,
-    session_id_bounds,
+    sign_request,
     websocket_url,
 )
 from voicestack.runtime_target import RuntimeTarget
@@ -52,27 +48,12 @@ JWT-authorized runtime would add `bearer`: the token as the `base64UrlBearerAuth
 subprotocol pair, which the page's `socket-target.js` is laid out to take.)"""
 
 
-@functools.cache
-def _memory_session_shape() -> dict[str, Any]:
-    import botocore.session  # type: ignore[import-untyped]  # the model loader only: no client, no network
-
-    loader = botocore.session.get_session().get_component("data_loader")
-    shape: dict[str, Any] = loader.load_service_model(SERVICE, "service-2")["shapes"]["SessionId"]
-    return shape
-
-
 def session_problem(session: str, *, name: str) -> str | None:
-    """Why `session` (named `name` in the message) cannot be signed for, or None.
-
-    A session id the remote page may use is one both AgentCore Runtime (`runtimeSessionId`: 33 to
-    256 characters) and AgentCore Memory (`SessionId`: at most 100, its pattern), where the agent
-    keeps the conversation, accept; rules read from botocore's model. The page sends a UUID (36)."""
-    low, _ = session_id_bounds()
-    memory = _memory_session_shape()
-    high = min(session_id_bounds()[1], int(memory["max"]))
-    if not low <= len(session) <= high or re.fullmatch(memory["pattern"], session) is None:
-        return f"'{name}' must be {low} to {high} characters matching {memory['pattern']}"
-    return None
+    """Why `session` (named `name` in the message) cannot be signed for, or None: a session id the
+    page may use is one both AgentCore Runtime and AgentCore Memory, where the agent keeps the
+    conversation, accept (`voicestack.agentcore.conversation_session_problem`). The page sends a UUID."""
+    problem = conversation_session_problem(session)
+    return None if problem is None else f"'{name}' must be {problem}"
 
 
 def sign_invocation(
@@ -82,9 +63,7 @@ def sign_invocation(
     session header) plus `Authorization`, `X-Amz-Date` and, for temporary credentials,
     `X-Amz-Security-Token`; all of them must be sent exactly as returned."""
     url = invocation_url(target.endpoint_url, target.runtime_arn, target.qualifier)
-    request = AWSRequest(method="POST", url=url, data=body, headers=dict(headers))
-    SigV4Auth(credentials, SERVICE, target.region).add_auth(request)
-    return url, {name: str(value) for name, value in request.headers.items()}
+    return url, sign_request("POST", url, credentials, target.region, headers=headers, body=body)
 
 
 def presign_socket(target: RuntimeTarget, credentials: ReadOnlyCredentials, session_id: str, *, expires_s: int) -> str:

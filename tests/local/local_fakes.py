@@ -11,6 +11,7 @@ import threading
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import AbstractContextManager, ExitStack, contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -24,7 +25,7 @@ from starlette.websockets import WebSocket
 from local.agentcore_standin import AgentCoreStandInInfo, run_agentcore_standin
 from local.standin.agentcore_auth import TEST_PRINCIPALS, Principal
 from local.standin.agentcore_routing import AgentCoreConfig
-from local.threaded_server import serve_in_thread
+from local.threaded_server import ThreadedServer, serve_in_thread
 from local.webserver import RemoteChoice, WebServerConfig, create_app
 from voicestack.errors import UsageError
 from voicestack.pulumi_stack import StackView
@@ -169,6 +170,25 @@ def paced_script(pieces_for: Callable[[dict[str, Any]], list[bytes]], delay_s: f
                 await asyncio.sleep(delay_s)
 
     return script
+
+
+def serve_real_agent(
+    stack: ExitStack, speech_app: Any, sessions: Path, model: Callable[[Any], Any] | None = None
+) -> ThreadedServer:
+    """The real agent app (AgentCore's contract) and `speech_app` (the speech container's app), each
+    served in a thread until `stack` closes; the agent speaks to it over the container's WebSocket
+    and keeps its conversations under `sessions`. `model` (config -> ModelChoice) replaces its own."""
+    from agent_app.app import AppDependencies
+    from agent_app.app import create_app as create_agent_app
+    from agent_app.config import load_config
+    from speech_protocol import WS_PATH
+
+    speech = stack.enter_context(serve_in_thread(speech_app))
+    config = load_config(
+        {"SPEECH_TRANSPORT": "websocket", "SPEECH_WS_URL": speech.ws_url(WS_PATH), "AGENT_SESSION_DIR": str(sessions)}
+    )
+    dependencies = AppDependencies() if model is None else AppDependencies(model=model)
+    return stack.enter_context(serve_in_thread(create_agent_app(config, dependencies)))
 
 
 @contextmanager

@@ -26,19 +26,15 @@ from strands.types.streaming import StreamEvent
 from websockets.asyncio.client import connect
 from websockets.exceptions import InvalidStatus
 
-from agent_app.app import AppDependencies
-from agent_app.app import create_app as create_agent_app
-from agent_app.config import AgentConfig, load_config
+from agent_app.config import AgentConfig
 from agent_app.models import ModelChoice, ScriptedModel, ScriptedTurn
 from kokoro_server.app import create_app as create_speech_app
 from kokoro_server.engine import ZeroCostEngine
 from kokoro_server.settings import Settings
 from local.agentcore_standin import AgentCoreStandInInfo
 from local.standin.agentcore_routing import AgentCoreConfig
-from local.threaded_server import serve_in_thread
 from local.webserver import RemoteChoice, WebServerConfig
 from local.webserver import create_app as create_web_app
-from speech_protocol import WS_PATH
 from tests.local.local_fakes import (
     REGION,
     RUNTIME_ARN,
@@ -47,6 +43,7 @@ from tests.local.local_fakes import (
     fake_stack,
     runs,
     serve,
+    serve_real_agent,
     standin_in_thread,
     turns,
     use_sdk_environment,
@@ -105,15 +102,7 @@ def chain(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[RemoteCha
 
     with ExitStack() as stack:
         speech_app = create_speech_app(Settings(), ZeroCostEngine(compute_s_per_char=0.002))
-        speech = stack.enter_context(serve_in_thread(speech_app))
-        config = load_config(
-            {
-                "SPEECH_TRANSPORT": "websocket",
-                "SPEECH_WS_URL": speech.ws_url(WS_PATH),
-                "AGENT_SESSION_DIR": str(tmp_path / "conversations"),
-            }
-        )
-        agent = stack.enter_context(serve_in_thread(create_agent_app(config, AppDependencies(model=model))))
+        agent = serve_real_agent(stack, speech_app, tmp_path / "conversations", model)
         standin = stack.enter_context(
             standin_in_thread(
                 AgentCoreConfig(

@@ -19,9 +19,7 @@ from playwright.sync_api import Page
 from strands.types.streaming import StreamEvent
 from websockets.sync.client import connect
 
-from agent_app.app import AppDependencies
-from agent_app.app import create_app as create_agent_app
-from agent_app.config import AgentConfig, load_config
+from agent_app.config import AgentConfig
 from agent_app.models import ModelChoice, ScriptedModel, ScriptedTurn
 from bench.speech_probe import ProbedEngine, SessionProbe
 from kokoro_server.app import create_app as create_speech_app
@@ -30,8 +28,7 @@ from kokoro_server.settings import Settings
 from local.threaded_server import serve_in_thread
 from local.webserver import WebServerConfig
 from local.webserver import create_app as create_web_app
-from speech_protocol import WS_PATH
-from tests.local.local_fakes import ask, runs, turns, wait_answered
+from tests.local.local_fakes import ask, runs, serve_real_agent, turns, wait_answered
 
 pytestmark = pytest.mark.browser
 
@@ -76,24 +73,22 @@ def chain(tmp_path: Path) -> Iterator[Chain]:
         return ModelChoice(model=_TurnByTurn(models, session_ids), name="scripted", demo=False)
 
     with ExitStack() as stack:
-        speech = stack.enter_context(serve_in_thread(probe))
-        config = load_config(
-            {
-                "SPEECH_TRANSPORT": "websocket",
-                "SPEECH_WS_URL": speech.ws_url(WS_PATH),
-                "AGENT_SESSION_DIR": str(tmp_path / "conversations"),
-            }
-        )
-        agent = stack.enter_context(serve_in_thread(create_agent_app(config, AppDependencies(model=model))))
+        agent = serve_real_agent(stack, probe, tmp_path / "conversations", model)
         web = stack.enter_context(serve_in_thread(create_web_app(WebServerConfig(agent_url=agent.http_url))))
         yield Chain(url=web.http_url, probe=probe, models=models, session_ids=session_ids)
 
 
-def test_stop_and_two_turns_over_the_websocket(page: Page, chain: Chain) -> None:
+def open_over_the_websocket(page: Page, chain: Chain) -> str:
+    """The page, loaded, with the WebSocket connection picked; its session id."""
     page.goto(chain.url + "/")
     page.wait_for_function("document.getElementById('health').dataset.state === 'ok'")
     page.check("input[name=transport][value=websocket]")
-    session_id = page.evaluate("window.voicestack.sessionId")
+    session_id: str = page.evaluate("window.voicestack.sessionId")
+    return session_id
+
+
+def test_stop_and_two_turns_over_the_websocket(page: Page, chain: Chain) -> None:
+    session_id = open_over_the_websocket(page, chain)
 
     ask(page, "Talk for a while.")
     page.wait_for_function("window.voicestack.current?.samplesPlayed > 0", timeout=WAIT_MS)
@@ -128,10 +123,7 @@ def test_a_question_on_another_connection_of_the_session_stops_the_pages_answer(
     """Another tab (or `voicestack talk --session`) asks on the page's session while the page's answer
     plays: the agent stops the page's turn (`turn_stopped`), the page drops its audio and records the
     answer as stopped, and its socket goes on."""
-    page.goto(chain.url + "/")
-    page.wait_for_function("document.getElementById('health').dataset.state === 'ok'")
-    page.check("input[name=transport][value=websocket]")
-    session_id = page.evaluate("window.voicestack.sessionId")
+    session_id = open_over_the_websocket(page, chain)
     ask(page, "Talk for a while.")
     page.wait_for_function("window.voicestack.current?.samplesPlayed > 0", timeout=WAIT_MS)
 

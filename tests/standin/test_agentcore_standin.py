@@ -11,6 +11,7 @@ import json
 import ssl
 import subprocess
 import sys
+from contextlib import ExitStack
 from dataclasses import fields
 from pathlib import Path
 from typing import Any
@@ -24,16 +25,13 @@ from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.typing import Subprotocol
 
-from agent_app.app import create_app as create_agent_app
-from agent_app.config import load_config
 from agent_app.frames import AGENTCORE_FRAME_LIMIT_BYTES, AUDIO_CHUNK_PCM_BYTES, MAX_EVENT_BYTES
 from agent_app.models import DEMO_ANSWER
 from kokoro_server.app import create_app as create_speech_app
 from kokoro_server.engine import ZeroCostEngine
 from kokoro_server.settings import Settings
 from local.standin.agentcore_auth import ALLOWED, DENIED, EXPIRED, SSE_ONLY, Principal
-from local.threaded_server import serve_in_thread
-from speech_protocol import WS_PATH
+from tests.local.local_fakes import serve_real_agent
 from tests.standin.agentcore_support import ARN, REGION, WAIT_S, scripted_agent, standin_for, use_sdk_environment
 from tests.standin.standin_support import REPO_ROOT
 from voicestack.agentcore import (
@@ -506,29 +504,21 @@ async def test_the_real_agent_at_the_largest_frame_ms_passes_the_websocket_route
     assert frame_ms.parse("10000") == 10_000  # the largest the speech server allows
     with pytest.raises(ValueError, match=r"^10001$"):
         frame_ms.parse("10001")
-    speech_app = create_speech_app(Settings(frame_ms=10_000), ZeroCostEngine())
-    with serve_in_thread(speech_app) as speech:
-        config = load_config(
-            {
-                "SPEECH_TRANSPORT": "websocket",
-                "SPEECH_WS_URL": speech.ws_url(WS_PATH),
-                "AGENT_SESSION_DIR": str(tmp_path / "conversations"),
-            }
-        )
-        with serve_in_thread(create_agent_app(config)) as agent:
-            async with standin_for(agent.http_url) as info:
-                use_sdk_environment(monkeypatch, info, ALLOWED)
-                recorder = TurnRecorder(started=0.0)
-                sizes: list[int] = []
-                async with await open_signed(info.url, resolve_sdk()) as ws:
-                    await ws.send(json.dumps({"type": "prompt", "prompt": "How does it work?", "mode": "batch"}))
-                    while not recorder.ended:
-                        message = await asyncio.wait_for(ws.recv(), WAIT_S)
-                        assert isinstance(message, str)
-                        sizes.append(len(message.encode("utf-8")))
-                        event = json.loads(message)
-                        assert event.pop("turn") == 1, event
-                        recorder.apply(event, sizes[-1])  # a gap, a bad total or an error event fails here
+    with ExitStack() as stack:
+        agent = serve_real_agent(stack, create_speech_app(Settings(frame_ms=10_000), ZeroCostEngine()), tmp_path)
+        async with standin_for(agent.http_url) as info:
+            use_sdk_environment(monkeypatch, info, ALLOWED)
+            recorder = TurnRecorder(started=0.0)
+            sizes: list[int] = []
+            async with await open_signed(info.url, resolve_sdk()) as ws:
+                await ws.send(json.dumps({"type": "prompt", "prompt": "How does it work?", "mode": "batch"}))
+                while not recorder.ended:
+                    message = await asyncio.wait_for(ws.recv(), WAIT_S)
+                    assert isinstance(message, str)
+                    sizes.append(len(message.encode("utf-8")))
+                    event = json.loads(message)
+                    assert event.pop("turn") == 1, event
+                    recorder.apply(event, sizes[-1])  # a gap, a bad total or an error event fails here
     result = recorder.finish(turn=1, session_id="", transport="websocket", target=ARN, stopped=False)
     assert (result.outcome, result.text) == ("ok", DEMO_ANSWER)
     assert result.audio_bytes > 480_000  # more than one whole container frame of 10 s: it was cut

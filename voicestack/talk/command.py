@@ -26,7 +26,7 @@ from typing import Any, Final, TextIO
 from urllib.parse import urlsplit
 
 from speech_protocol import AUDIO_CHANNELS, SAMPLE_RATE
-from voicestack.agentcore import check_session_id, new_session_id
+from voicestack.agentcore import conversation_session_problem, new_session_id
 from voicestack.errors import CommandError, ExitCode, UsageError
 from voicestack.talk import DEFAULT_URL
 from voicestack.talk.audio import Player, SilentPlayer, open_player, write_wav
@@ -90,11 +90,11 @@ def parse_options(args: argparse.Namespace) -> TalkOptions:
             raise UsageError("--out needs a prompt: it writes the audio of one answer")
         if not args.out.parent.is_dir():
             raise UsageError(f"--out {args.out}: the folder {args.out.parent} does not exist")
-    if args.session is not None:
-        try:
-            check_session_id(args.session)
-        except ValueError as exc:
-            raise UsageError(f"--session: {exc}") from None
+    if args.session is not None and (problem := conversation_session_problem(args.session)) is not None:
+        raise UsageError(
+            f"--session {args.session!r}: a conversation's session id is {problem} "
+            "(what AgentCore Runtime and AgentCore Memory both accept)"
+        )
     return TalkOptions(
         target=resolve_target(args),
         transport=args.transport,
