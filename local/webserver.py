@@ -25,6 +25,7 @@ before the handshake completes; remote mode's `POST /api/ws-url` too) with a JSO
 from __future__ import annotations
 
 import argparse
+import asyncio
 import contextlib
 import logging
 import os
@@ -54,7 +55,7 @@ from local.relay import INVOCATION_EXPECTED, error_response, passed_through, rea
 from local.remote import DEFAULT_PRESIGN_EXPIRES_S
 from local.remote_routes import RemoteApi
 from local.ws_proxy import relay_conversation
-from voicestack.agentcore import MAX_PRESIGN_EXPIRES_S, SESSION_HEADER
+from voicestack.agentcore import MAX_PRESIGN_EXPIRES_S, SESSION_HEADER, conversation_session_rule
 from voicestack.errors import CommandError
 from voicestack.runtime_target import RuntimeTarget, resolve_runtime
 
@@ -190,6 +191,9 @@ def create_app(config: WebServerConfig, remote: RuntimeTarget | None = None) -> 
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        # The session-id rule comes from botocore's models (about 160 ms to load): loaded here, off
+        # the event loop, so that no page's first request waits for it.
+        await asyncio.to_thread(conversation_session_rule)
         # Remote mode trusts what boto3 trusts (AWS_CA_BUNDLE, the profile's ca_bundle).
         verify = True if remote is None else remote.sdk.ssl_context()
         async with httpx.AsyncClient(timeout=timeout, verify=verify) as client:
