@@ -29,11 +29,25 @@ from typing import Final
 
 from speech_protocol import AUDIO_CHANNELS, SAMPLE_WIDTH
 
+# --- AgentCore's limits: AWS's numbers, the one place they are written -------------------------
+# Source: "Quotas for Amazon Bedrock AgentCore", AgentCore Runtime's WebSocket rows
+# (https://docs.aws.amazon.com/bedrock-agentcore/latest/devguide/bedrock-agentcore-limits.html;
+# the Service Quotas console lists the same "WebSocket frame size (in KB)": 32, not adjustable) and
+# the WebSocket guide's troubleshooting section (a frame over the limit closes the connection).
+# The AgentCore stand-in (`local.standin.agentcore_routing`) enforces them and the page's remote
+# mode (`local.remote`) checks a prompt against them: both import them from here, as this module is
+# the only one of the three that must live in the agent's image (agent_app/ and speech_protocol/).
+# What is our reading, not AWS's text: "KB" as 1,000 bytes (the stricter of 1,000 and 1,024: a
+# stand-in that refuses 768 bytes AWS might take is stricter than AWS, never looser), counted as
+# a message frame's payload (UTF-8 for text); the rate counted over any one-second window.
+
 AGENTCORE_FRAME_LIMIT_BYTES: Final = 32_000
 """AgentCore's "32 KB" per WebSocket message frame, read as the stricter 32,000 bytes (a later
 copy of the quotas page says 64 KB; the smaller figure holds under both)."""
 AGENTCORE_FRAMES_PER_S: Final = 250
-"""AgentCore's WebSocket frame rate per connection."""
+"""AgentCore's WebSocket frame rate per connection (frames a second; not adjustable)."""
+
+# --- the agent's own budget, under those limits with a margin ------------------------------------
 
 MAX_EVENT_BYTES: Final = 16_384
 """The most any event may weigh as sent (UTF-8 JSON, `turn` included): about half AgentCore's limit, so

@@ -16,7 +16,7 @@ Prints a table and writes a PNG of the distributions. `--target local` (default)
 stack itself (speech server, stand-in, agent) and stops it at the end; locally the speech server
 synthesizes each request whole (`--server-chunking none`), like the container the AWS figures
 were measured on. `--target deployed` measures an AgentCore runtime and its SageMaker endpoint
-(from `--stack NAME`, the flags, or the selected stack's `pulumi stack output`) with the AWS SDK's
+(`--stack NAME`'s outputs, or `--runtime-arn ARN --endpoint-name NAME`) with the AWS SDK's
 standard configuration of this shell: credentials, `AWS_ENDPOINT_URL_BEDROCK_AGENTCORE` and
 `AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME_HTTP2`, `AWS_CA_BUNDLE`; the agent over InvokeAgentRuntime
 (`--agent-transport sse`, as AWS measured) or the WebSocket route. Anything AgentCore-shaped will
@@ -27,18 +27,15 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import re
-import shutil
-import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final, Literal
+from typing import Final, Literal
 
 from agent_app.speech.transport import SpeechTransport
 from bench.lab_report import (
@@ -54,9 +51,9 @@ from bench.speech import BENCH_TEXT, positive_int
 from local.launcher import LaunchError
 from local.stack import StackConfig, StackError, launch
 from speech_protocol import Cancel, Close, ErrorEvent, Synthesize
-from voicestack.agentcore import DEFAULT_QUALIFIER, resolve_sdk
-from voicestack.cli import CommandError, UsageError
-from voicestack.pulumi_stack import read_stack
+from voicestack.errors import CommandError, UsageError
+from voicestack.pulumi_stack import StackView, read_stack
+from voicestack.runtime_target import RuntimeTarget, StackReader, resolve_runtime
 from voicestack.talk.client import run_turn
 from voicestack.talk.targets import LocalAgent, Runtime, Target, open_conversation
 from voicestack.talk.turn import Transport, TurnResult
@@ -209,12 +206,13 @@ class LabOptions:
     weights: Literal["auto", "real", "random"] = "auto"
     model_dir: Path | None = None
     endpoint_name: str | None = None
-    agent_arn: str | None = None
+    runtime_arn: str | None = None
     region: str | None = None
     stack: str | None = None
     """A Pulumi stack whose outputs name the deployed target (`voicestack.pulumi_stack`)."""
     profile: str | None = None
-    qualifier: str = DEFAULT_QUALIFIER
+    qualifier: str | None = None
+    """The runtime endpoint; None: AgentCore's DEFAULT."""
     agent_transport: Transport = "sse"
     """How the deployed agent is asked: InvokeAgentRuntime (SSE, as AWS measured) or the WebSocket route."""
 
@@ -299,56 +297,45 @@ async def run_local(options: LabOptions) -> LabResults:
     )
 
 
-def pulumi_outputs() -> dict[str, Any]:
-    """`pulumi stack output --json` of the selected stack; empty when the CLI is absent or fails."""
-    if shutil.which("pulumi") is None:
-        return {}
-    completed = subprocess.run(
-        ["pulumi", "stack", "output", "--json"], capture_output=True, text=True, check=False, timeout=60
+SPEECH_ENDPOINT_OUTPUT: Final = "speechEndpointName"
+"""The stack output naming the speech SageMaker endpoint (infra/program.py `StackOutputs.exported`)."""
+
+
+def deployed_target(options: LabOptions, read: StackReader = read_stack) -> tuple[str, RuntimeTarget]:
+    """(the speech endpoint's name, the runtime) of the deployed target: the runtime from `--stack` or
+    `--runtime-arn` (`voicestack.runtime_target`, as for `voicestack talk` and the page), the endpoint
+    from `--endpoint-name` or the stack's `speechEndpointName`. `UsageError` (exit 2) names the flag."""
+    views: dict[str, StackView] = {}
+
+    def read_once(name: str) -> StackView:
+        views[name] = read(name)
+        return views[name]
+
+    runtime = resolve_runtime(
+        stack=options.stack,
+        runtime_arn=options.runtime_arn,
+        region=options.region,
+        profile=options.profile,
+        qualifier=options.qualifier,
+        read=read_once,
     )
-    if completed.returncode != 0:
-        say(f"pulumi stack output failed: {completed.stderr.strip()[:200]}")
-        return {}
-    outputs = json.loads(completed.stdout)
-    return outputs if isinstance(outputs, dict) else {}
-
-
-def stack_outputs(options: LabOptions) -> dict[str, Any]:
-    """What names the deployed target when the flags do not: `--stack NAME`'s outputs, else the selected stack's."""
-    if options.endpoint_name and options.agent_arn and options.region:
-        return {}
-    if options.stack is not None:
-        try:
-            return dict(read_stack(options.stack).outputs)
-        except UsageError as exc:
-            raise LabError(str(exc)) from None
-    return pulumi_outputs()
-
-
-def deployed_targets(options: LabOptions, outputs: Mapping[str, Any]) -> tuple[str, str, str]:
-    """(endpoint name, agent runtime ARN, region): flags first, then the stack outputs."""
-    endpoint = options.endpoint_name or outputs.get("speechEndpointName")
-    arn = options.agent_arn or outputs.get("agentRuntimeArn")
-    region = options.region or outputs.get("region")
-    missing = [
-        flag for flag, value in (("--endpoint-name", endpoint), ("--agent-arn", arn), ("--region", region)) if not value
-    ]
-    if missing:
-        raise LabError(f"the deployed target needs {', '.join(missing)} (or `pulumi stack output` in this directory)")
-    return str(endpoint), str(arn), str(region)
+    if options.endpoint_name is not None:
+        return options.endpoint_name, runtime
+    if options.stack is None:
+        raise UsageError("--endpoint-name: the speech SageMaker endpoint is needed with --runtime-arn")
+    endpoint = views[options.stack].output(SPEECH_ENDPOINT_OUTPUT)
+    if not isinstance(endpoint, str):
+        raise UsageError(f"--stack {options.stack}: output {SPEECH_ENDPOINT_OUTPUT} must be a string")
+    return endpoint, runtime
 
 
 async def run_deployed(options: LabOptions) -> LabResults:
-    from botocore.exceptions import ProfileNotFound  # type: ignore[import-untyped]
-
     from agent_app.speech.sagemaker import SageMakerTransport  # heavy (awscrt): loaded only when used
 
-    endpoint, arn, region = deployed_targets(options, stack_outputs(options))
-    try:
-        sdk = await asyncio.to_thread(resolve_sdk, options.profile, region)
-        runtime = Runtime(arn, sdk, options.qualifier, profile=options.profile)
-    except (ProfileNotFound, ValueError) as exc:
-        raise LabError(f"the deployed target: {exc}") from None
+    # Off the loop: reading a stack runs the Pulumi CLI.
+    endpoint, target = await asyncio.to_thread(deployed_target, options)
+    runtime = Runtime.for_target(target)
+    arn, region, sdk = target.runtime_arn, target.region, target.sdk
     speech_url = os.environ.get("AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME_HTTP2") or None
     say(f"measuring the deployed stack: endpoint {endpoint}, agent {arn} ({region}) at {sdk.endpoint_url}")
     # The SageMaker client takes the same SDK settings: its endpoint override, the CA bundle boto3 trusts.
@@ -403,13 +390,13 @@ def parse_args(argv: Sequence[str] | None = None) -> LabOptions:
     local.add_argument("--speech-transport", choices=["sagemaker", "websocket"], default=defaults.speech_transport)
     local.add_argument("--weights", choices=["auto", "real", "random"], default=defaults.weights)
     local.add_argument("--model-dir", type=Path, default=None)
-    deployed = parser.add_argument_group("deployed target (defaults: `pulumi stack output`)")
+    deployed = parser.add_argument_group("deployed target: --stack NAME, or --runtime-arn ARN --endpoint-name NAME")
     deployed.add_argument("--stack", default=None, help="the Pulumi stack whose outputs name the target")
-    deployed.add_argument("--endpoint-name", default=None, help="the speech SageMaker endpoint")
-    deployed.add_argument("--agent-arn", default=None, help="the AgentCore runtime ARN")
-    deployed.add_argument("--region", default=None)
+    deployed.add_argument("--runtime-arn", default=None, help="the AgentCore runtime ARN (without Pulumi)")
+    deployed.add_argument("--endpoint-name", default=None, help="the speech SageMaker endpoint (default: the stack's)")
+    deployed.add_argument("--region", default=None, help="the runtime's region (default: the ARN's)")
     deployed.add_argument("--profile", default=None, help="the AWS profile (default: the SDK's usual chain)")
-    deployed.add_argument("--qualifier", default=defaults.qualifier, help="the runtime endpoint (%(default)s)")
+    deployed.add_argument("--qualifier", default=None, help="the runtime endpoint (default: DEFAULT)")
     deployed.add_argument(
         "--agent-transport",
         choices=["sse", "websocket"],
@@ -429,7 +416,7 @@ def parse_args(argv: Sequence[str] | None = None) -> LabOptions:
         weights=args.weights,
         model_dir=args.model_dir,
         endpoint_name=args.endpoint_name,
-        agent_arn=args.agent_arn,
+        runtime_arn=args.runtime_arn,
         region=args.region,
         stack=args.stack,
         profile=args.profile,
@@ -445,6 +432,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (LabError, StackError) as exc:
         say(f"failed: {exc}")
         return 1
+    except CommandError as exc:  # a flag of the deployed target (exit 2), as voicestack talk says it
+        say(f"failed: {exc}")
+        return int(exc.code)
     except LaunchError as exc:
         say(f"failed: {exc}; its last lines:")
         for line in exc.recent:

@@ -11,8 +11,9 @@ botocore's model reads it): SigV4 checked by botocore's own signer against the t
 (`local.standin.agentcore_auth`: header and presigned-query signatures, bad, expired,
 wrong-region or wrong-service signatures, expired credentials, IAM actions), unknown runtimes and
 qualifiers, session ids outside the model's rules, payloads over 100 MB
-(`local.standin.agentcore_routing`), WebSocket frames over 32 KB or over 250 per second, and
-sessions idle for the idle timeout (`local.standin.agentcore_frames`). A switch injects
+(`local.standin.agentcore_routing`), WebSocket frames over 32 KB or over 250 per second (AWS's
+numbers, written once in `agent_app.frames`), and sessions idle for the idle timeout
+(`local.standin.agentcore_frames`). A switch injects
 `RetryableConflictException` (409) for the first calls of each new session, as while AgentCore
 starts a session's microVM. Each accepted call reaches the agent as the runtime's does: the
 session header, a request id, the allowlisted headers and nothing else.
@@ -27,7 +28,7 @@ Command line (`python -m local.stack --agentcore` starts it in front of the agen
     ARN=arn:aws:bedrock-agentcore:us-east-1:000000000000:runtime/voicestack_local-localstand
     python -m local.agentcore_standin --port 8444 --runtime "$ARN=http://127.0.0.1:8080" \\
         [--region us-east-1] [--host 127.0.0.1] [--cert-dir DIR] [--qualifier DEFAULT ...] \\
-        [--allow-header NAME ...] [--idle-timeout 900] [--max-frame-bytes 32768] \\
+        [--allow-header NAME ...] [--idle-timeout 900] [--max-frame-bytes 32000] \\
         [--max-frames-per-second 250] [--conflicts-per-new-session 0]
 
 It writes a throwaway CA to `DIR/ca.pem` and prints one JSON line once it accepts connections:
@@ -48,16 +49,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import json
 import logging
-import signal
-import socket
 import sys
-import tempfile
 import uuid
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Sequence
-from contextlib import AsyncExitStack, asynccontextmanager
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, Final
@@ -84,7 +81,7 @@ from local.standin.agentcore_routing import (
 )
 from local.standin.events import ErrorResponse
 from local.standin.routing import header_map
-from local.tls import generate_tls_material, write_tls_files
+from local.standin.serving import serve_until_signalled, tls_listener
 from voicestack.agentcore import DEFAULT_QUALIFIER, INVOKE_ACTION, SESSION_HEADER, WEBSOCKET_ACTION
 
 logger = logging.getLogger(__name__)
@@ -480,13 +477,8 @@ async def run_agentcore_standin(
     config: AgentCoreConfig, *, port: int = 0, host: str = "127.0.0.1", cert_dir: Path | None = None
 ) -> AsyncIterator[AgentCoreStandInInfo]:
     """Serve the stand-in on `host:port` (0 = a free port) over TLS until the context exits."""
-    async with AsyncExitStack() as stack:
-        if cert_dir is None:
-            cert_dir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="agentcore-standin-")))
-        hosts = tuple(dict.fromkeys((host, "127.0.0.1", "localhost")))
-        files = write_tls_files(generate_tls_material(hosts), cert_dir)
-        listener = socket.create_server((host, port))
-        bound_port = listener.getsockname()[1]
+    with tls_listener(host, port, cert_dir, prefix="agentcore-standin-") as listening:
+        files = listening.files
         app = AgentCoreStandIn(config)
         server = _EmbeddedServer(
             uvicorn.Config(
@@ -501,7 +493,7 @@ async def run_agentcore_standin(
                 access_log=False,
             )
         )
-        serving = asyncio.create_task(server.serve(sockets=[listener]), name="agentcore-standin")
+        serving = asyncio.create_task(server.serve(sockets=[listening.socket]), name="agentcore-standin")
         try:
             while not server.started:
                 if serving.done():
@@ -509,8 +501,8 @@ async def run_agentcore_standin(
                     raise RuntimeError("the AgentCore stand-in stopped before it started")
                 await asyncio.sleep(0.01)
             yield AgentCoreStandInInfo(
-                url=f"https://{_url_host(host)}:{bound_port}",
-                port=bound_port,
+                url=listening.url,
+                port=listening.port,
                 ca_path=files.ca_path,
                 region=config.region,
                 runtimes=tuple(config.runtimes),
@@ -526,11 +518,6 @@ async def run_agentcore_standin(
                     connection.transport.abort()
                 await serving
             await app.aclose()
-            listener.close()
-
-
-def _url_host(host: str) -> str:
-    return f"[{host}]" if ":" in host else host
 
 
 # --- command line ----------------------------------------------------------------------------------
@@ -568,28 +555,20 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-async def _serve_until_signalled(config: AgentCoreConfig, *, host: str, port: int, cert_dir: Path | None) -> None:
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
-    async with run_agentcore_standin(config, port=port, host=host, cert_dir=cert_dir) as info:
-        ready = {
-            "event": "ready",
-            "url": info.url,
-            "ca_file": str(info.ca_path),
-            "region": info.region,
-            "runtimes": list(info.runtimes),
-            "credentials": {"AWS_ACCESS_KEY_ID": ALLOWED.access_key, "AWS_SECRET_ACCESS_KEY": ALLOWED.secret_key},
-        }
-        print(json.dumps(ready), flush=True)
-        logger.info(
-            "serving %s; callers need AWS_ENDPOINT_URL_BEDROCK_AGENTCORE=%s AWS_CA_BUNDLE=%s",
-            ", ".join(info.runtimes),
-            info.url,
-            info.ca_path,
-        )
-        await stop.wait()
+def _ready(info: AgentCoreStandInInfo) -> dict[str, object]:
+    logger.info(
+        "serving %s; callers need AWS_ENDPOINT_URL_BEDROCK_AGENTCORE=%s AWS_CA_BUNDLE=%s",
+        ", ".join(info.runtimes),
+        info.url,
+        info.ca_path,
+    )
+    return {
+        "url": info.url,
+        "ca_file": str(info.ca_path),
+        "region": info.region,
+        "runtimes": list(info.runtimes),
+        "credentials": {"AWS_ACCESS_KEY_ID": ALLOWED.access_key, "AWS_SECRET_ACCESS_KEY": ALLOWED.secret_key},
+    }
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -612,7 +591,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValueError as exc:
         print(f"agentcore_standin: {exc}", file=sys.stderr)
         return 2
-    asyncio.run(_serve_until_signalled(config, host=args.host, port=args.port, cert_dir=args.cert_dir))
+    running = run_agentcore_standin(config, port=args.port, host=args.host, cert_dir=args.cert_dir)
+    asyncio.run(serve_until_signalled(running, _ready))
     return 0
 
 

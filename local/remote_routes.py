@@ -40,8 +40,9 @@ from starlette.routing import BaseRoute, Route, WebSocketRoute
 from starlette.websockets import WebSocket
 
 from local.relay import INVOCATION_EXPECTED, error_response, read_json_body, stream_through
-from local.remote import RemoteTarget, page_view, presign_socket, session_problem, sign_invocation
+from local.remote import page_view, presign_socket, session_problem, sign_invocation
 from voicestack.agentcore import SESSION_HEADER
+from voicestack.runtime_target import RuntimeTarget
 
 logger = logging.getLogger("voicestack.webserver")
 
@@ -63,7 +64,7 @@ CREDENTIALS_HINT: Final = (
 class RemoteApi:
     """The remote-mode handlers around one target; the HTTP client lives on `app.state.http`."""
 
-    def __init__(self, target: RemoteTarget, *, presign_expires_s: int, max_body_bytes: int) -> None:
+    def __init__(self, target: RuntimeTarget, *, presign_expires_s: int, max_body_bytes: int) -> None:
         self.target = target
         self.presign_expires_s = presign_expires_s
         self.max_body_bytes = max_body_bytes

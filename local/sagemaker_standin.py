@@ -31,15 +31,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import logging
-import signal
-import socket
 import sys
-import tempfile
 import uuid
 from collections.abc import AsyncIterator, Mapping, Sequence
-from contextlib import AsyncExitStack, asynccontextmanager
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, fields
 from pathlib import Path
 
@@ -56,7 +52,7 @@ from local.standin.routing import (
     parse_endpoint_specs,
     resolve_request,
 )
-from local.tls import generate_tls_material, write_tls_files
+from local.standin.serving import serve_until_signalled, tls_listener
 
 logger = logging.getLogger(__name__)
 
@@ -173,28 +169,13 @@ async def run_standin(
     A new CA and server certificate are written to `cert_dir` (a temporary directory when None).
     """
     config = endpoints if isinstance(endpoints, StandInConfig) else StandInConfig(endpoints=dict(endpoints))
-    async with AsyncExitStack() as stack:
-        if cert_dir is None:
-            cert_dir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="sagemaker-standin-")))
-        hosts = tuple(dict.fromkeys((host, "127.0.0.1", "localhost")))
-        files = write_tls_files(generate_tls_material(hosts), cert_dir)
-
-        # Bound and listening before the server starts, so the port is known and connections
-        # made right away wait in the backlog instead of being refused.
-        listener = socket.create_server((host, port))
-        bound_port = listener.getsockname()[1]
+    with tls_listener(host, port, cert_dir, prefix="sagemaker-standin-") as listening:
+        files = listening.files
         tls = server_ssl_context(str(files.cert_path), str(files.key_path))
-        async with serve_http2(StandInApp(config), listener, tls, idle_timeout_s=config.idle_timeout_s):
+        async with serve_http2(StandInApp(config), listening.socket, tls, idle_timeout_s=config.idle_timeout_s):
             yield StandInInfo(
-                url=f"https://{_url_host(host)}:{bound_port}",
-                port=bound_port,
-                ca_path=files.ca_path,
-                endpoints=tuple(config.endpoints),
+                url=listening.url, port=listening.port, ca_path=files.ca_path, endpoints=tuple(config.endpoints)
             )
-
-
-def _url_host(host: str) -> str:
-    return f"[{host}]" if ":" in host else host
 
 
 # --- command line ------------------------------------------------------------------------------
@@ -238,21 +219,14 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-async def _serve_until_signalled(config: StandInConfig, *, host: str, port: int, cert_dir: Path | None) -> None:
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
-    async with run_standin(config, port=port, host=host, cert_dir=cert_dir) as info:
-        ready = {"event": "ready", "url": info.url, "ca_file": str(info.ca_path), "endpoints": list(info.endpoints)}
-        print(json.dumps(ready), flush=True)
-        logger.info(
-            "serving %s; clients need AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME_HTTP2=%s SAGEMAKER_CA_FILE=%s",
-            ", ".join(info.endpoints),
-            info.url,
-            info.ca_path,
-        )
-        await stop.wait()
+def _ready(info: StandInInfo) -> dict[str, object]:
+    logger.info(
+        "serving %s; clients need AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME_HTTP2=%s SAGEMAKER_CA_FILE=%s",
+        ", ".join(info.endpoints),
+        info.url,
+        info.ca_path,
+    )
+    return {"url": info.url, "ca_file": str(info.ca_path), "endpoints": list(info.endpoints)}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -272,7 +246,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValueError as exc:
         print(f"sagemaker_standin: {exc}", file=sys.stderr)
         return 2
-    asyncio.run(_serve_until_signalled(config, host=args.host, port=args.port, cert_dir=args.cert_dir))
+    asyncio.run(
+        serve_until_signalled(run_standin(config, port=args.port, host=args.host, cert_dir=args.cert_dir), _ready)
+    )
     return 0
 
 

@@ -92,7 +92,10 @@ class StackConfig:
     request whole, like the AWS sample's container (the latency lab compares against that)."""
     endpoint_name: str = "kokoro-local"
     speech_frame_ms: int | None = None
-    """The speech server's longest audio frame (its `--frame-ms`); None keeps its default (1000 ms)."""
+    """The speech server's longest audio frame (its `--frame-ms`, 20 to 10,000); None keeps its default
+    (1000 ms). Any value reaches a caller the same way: the agent cuts its audio events to fit
+    AgentCore's frames (`agent_app.frames`), so this only sets the pieces the container sends, e.g.
+    to run the deployed container's setting locally."""
     agentcore: bool = False
     """Also start the AgentCore Runtime stand-in in front of the agent."""
     agentcore_port: int = 8444
@@ -215,12 +218,6 @@ def agentcore_environment(urls: StackUrls) -> dict[str, str]:
         "AWS_DEFAULT_REGION": DEFAULT_REGION,
         **urls.agentcore_credentials,
     }
-
-
-AGENTCORE_FRAME_WARNING: Final = (
-    "the AgentCore stand-in closes a WebSocket on frames over 32 KB, and the agent's audio events of the "
-    "speech server's default 1 s frames are about 64 KB: pass --speech-frame-ms 200 until the agent cuts them"
-)
 
 
 def agent_env(
@@ -559,7 +556,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--speech-frame-ms",
         type=int,
         default=None,
-        help="the speech server's longest audio frame in ms (its default: 1000)",
+        help="the speech server's longest audio frame in ms, 20 to 10000 (its default: 1000); the agent cuts "
+        "its events to AgentCore's frame limit whatever it is",
     )
     parser.add_argument(
         "--agentcore",
@@ -640,8 +638,6 @@ async def serve(config: StackConfig) -> int:
                 say(STACK_LOG, line)
             if stack.weights.model_dir is not None and not stack.weights.real:
                 say(STACK_LOG, RANDOM_WEIGHTS_WARNING)
-            if config.agentcore and config.speech_frame_ms is None:
-                say(STACK_LOG, f"WARNING: {AGENTCORE_FRAME_WARNING}")
             say(STACK_LOG, "Ctrl-C stops everything")
             target = stack.urls.web_url or f"{stack.urls.agent_url}/invocations (POST)"
             print(f"open {target}", flush=True)

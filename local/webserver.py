@@ -25,6 +25,7 @@ before the handshake completes; remote mode's `POST /api/ws-url` too) with a JSO
 from __future__ import annotations
 
 import argparse
+import asyncio
 import contextlib
 import logging
 import os
@@ -51,11 +52,12 @@ from starlette.websockets import WebSocket
 
 from local.guard import DEFAULT_MAX_BODY_BYTES, SameOriginGuard
 from local.relay import INVOCATION_EXPECTED, error_response, passed_through, read_json_body, stream_through
-from local.remote import DEFAULT_PRESIGN_EXPIRES_S, RemoteTarget, resolve_target
+from local.remote import DEFAULT_PRESIGN_EXPIRES_S
 from local.remote_routes import RemoteApi
 from local.ws_proxy import relay_conversation
-from voicestack.agentcore import MAX_PRESIGN_EXPIRES_S, SESSION_HEADER
-from voicestack.cli import CommandError
+from voicestack.agentcore import MAX_PRESIGN_EXPIRES_S, SESSION_HEADER, conversation_session_rule
+from voicestack.errors import CommandError
+from voicestack.runtime_target import RuntimeTarget, resolve_runtime
 
 logger = logging.getLogger("voicestack.webserver")
 
@@ -65,7 +67,7 @@ WEB_DIR = Path(__file__).resolve().parent / "web"
 @dataclass(frozen=True, slots=True)
 class RemoteChoice:
     """Remote mode's flags: which deployed runtime, through which AWS profile (resolved at start-up
-    by `remote.resolve_target`)."""
+    by `voicestack.runtime_target.resolve_runtime`, as for `voicestack talk`)."""
 
     stack: str | None = None
     runtime_arn: str | None = None
@@ -174,7 +176,7 @@ def local_routes(config: WebServerConfig) -> list[BaseRoute]:
     ]
 
 
-def create_app(config: WebServerConfig, remote: RemoteTarget | None = None) -> Starlette:
+def create_app(config: WebServerConfig, remote: RuntimeTarget | None = None) -> Starlette:
     """The page and its API: local mode, or remote mode when `remote` (the resolved target of
     `config.remote`) is given. The HTTP client is created at start-up, not at import."""
     timeout = httpx.Timeout(connect=5.0, read=config.read_timeout_s, write=10.0, pool=5.0)
@@ -189,6 +191,9 @@ def create_app(config: WebServerConfig, remote: RemoteTarget | None = None) -> S
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        # The session-id rule comes from botocore's models (about 160 ms to load): loaded here, off
+        # the event loop, so that no page's first request waits for it.
+        await asyncio.to_thread(conversation_session_rule)
         # Remote mode trusts what boto3 trusts (AWS_CA_BUNDLE, the profile's ca_bundle).
         verify = True if remote is None else remote.sdk.ssl_context()
         async with httpx.AsyncClient(timeout=timeout, verify=verify) as client:
@@ -271,13 +276,13 @@ def parse_args(argv: Sequence[str] | None = None) -> WebServerConfig:
     )
 
 
-def resolve_remote(config: WebServerConfig) -> RemoteTarget | None:
+def resolve_remote(config: WebServerConfig) -> RuntimeTarget | None:
     """The deployed runtime `config.remote` names (reads the stack through the Pulumi CLI, the AWS
     profile from disk); None in local mode. Raises `UsageError` naming the flag that is wrong."""
     choice = config.remote
     if choice is None:
         return None
-    return resolve_target(
+    return resolve_runtime(
         stack=choice.stack,
         runtime_arn=choice.runtime_arn,
         region=choice.region,

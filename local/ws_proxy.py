@@ -12,26 +12,23 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import re
-from typing import Final
 
 from starlette import status
 from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidURI
 
-logger = logging.getLogger("voicestack.webserver")
+from voicestack.agentcore import SESSION_HEADER, conversation_session_problem
 
-SESSION_HEADER: Final = "X-Amzn-Bedrock-AgentCore-Runtime-Session-Id"
-SESSION_ID: Final = re.compile(r"[A-Za-z0-9_-]{33,256}")
-"""AgentCore's session ids are 33 to 256 characters; the page sends a UUID."""
+logger = logging.getLogger("voicestack.webserver")
 
 
 def session_problem(session: str | None) -> str | None:
-    """Why the `session` query parameter cannot be used, or None (absent is allowed: one-turn memory)."""
-    if session is None or SESSION_ID.fullmatch(session):
-        return None
-    return "'session' must be 33 to 256 letters, digits, '-' or '_'"
+    """Why the `session` query parameter cannot be used, or None (absent is allowed: one-turn memory).
+    The rule is the conversation's (`voicestack.agentcore.conversation_session_problem`: what AgentCore
+    Runtime and Memory both accept, the agent's too); the page sends a UUID."""
+    problem = None if session is None else conversation_session_problem(session)
+    return None if problem is None else f"'session' must be {problem}"
 
 
 async def relay_conversation(websocket: WebSocket, agent_ws_url: str, *, max_message_chars: int) -> None:

@@ -16,6 +16,10 @@ Stable interface (the page's remote mode and the stand-in build on it):
 - `invocation_url(endpoint, arn, qualifier=None)`: `POST /runtimes/{url-encoded ARN}/invocations`;
 - `websocket_url(endpoint, arn, qualifier=None, session_id=None)`: `wss://.../runtimes/{ARN}/ws`,
   the session id (when given) as the `X-Amzn-Bedrock-AgentCore-Runtime-Session-Id` query parameter;
+- `conversation_session_problem(session_id)`: why a session id cannot name a conversation (what
+  both AgentCore Runtime and Memory accept), or None; `check_session_id` is the Runtime's rule alone;
+- `sign_request(method, url, credentials, region, headers=..., body=...) -> dict`: one call's
+  headers with their SigV4 signature (InvokeAgentRuntime relayed by the page's web server);
 - `sign_websocket_headers(url, credentials, region, session_id=...) -> dict`: the upgrade request's
   `Authorization`, `X-Amz-Date`, `X-Amz-Security-Token` (temporary credentials) and session header;
 - `presign_websocket_url(url, credentials, region, expires_s=300) -> str`: a `wss://` URL whose query
@@ -35,6 +39,7 @@ import functools
 import re
 import ssl
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
@@ -92,6 +97,25 @@ def session_id_bounds() -> tuple[int, int]:
     """(min, max) length of `runtimeSessionId` in InvokeAgentRuntime's input (botocore: 33, 256)."""
     shape = _shapes(SERVICE)["SessionType"]
     return int(shape["min"]), int(shape["max"])
+
+
+@functools.cache
+def conversation_session_rule() -> tuple[int, int, str]:
+    """(min, max, pattern) of a session id that both AgentCore Runtime (`runtimeSessionId`: 33 to 256
+    characters) and AgentCore Memory (`SessionId`: at most 100, its pattern), where the agent keeps the
+    conversation, accept: botocore's models (33, 100, `[a-zA-Z0-9][a-zA-Z0-9-_]*`). The agent holds
+    the same rule (agent_app/memory.py: its image has no voicestack/; a test keeps the two equal)."""
+    low, high = session_id_bounds()
+    memory = _shapes(SERVICE)["SessionId"]
+    return low, min(high, int(memory["max"])), str(memory["pattern"])
+
+
+def conversation_session_problem(session_id: str) -> str | None:
+    """Why `session_id` cannot name a conversation (`conversation_session_rule`), or None."""
+    low, high, pattern = conversation_session_rule()
+    if not low <= len(session_id) <= high or re.fullmatch(pattern, session_id) is None:
+        return f"{low} to {high} characters matching {pattern}"
+    return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,6 +201,23 @@ def _https(url: str) -> str:
 # --- SigV4 -------------------------------------------------------------------------------------
 
 
+def sign_request(
+    method: str,
+    url: str,
+    credentials: ReadOnlyCredentials,
+    region: str,
+    *,
+    headers: Mapping[str, str] | None = None,
+    body: bytes = b"",
+) -> dict[str, str]:
+    """`headers` of one call to the data plane, plus its SigV4 signature made now by botocore
+    (`Authorization`, `X-Amz-Date`, and `X-Amz-Security-Token` for temporary credentials); every one
+    of them must be sent as returned. `url` may be `wss://` (signed as the `https://` it upgrades)."""
+    request = AWSRequest(method=method, url=_https(url), data=body, headers=dict(headers or {}))
+    SigV4Auth(credentials, SERVICE, region).add_auth(request)
+    return {name: str(value) for name, value in request.headers.items()}
+
+
 def sign_websocket_headers(
     url: str, credentials: ReadOnlyCredentials, region: str, *, session_id: str | None = None
 ) -> dict[str, str]:
@@ -185,11 +226,7 @@ def sign_websocket_headers(
     Signed: `host` and `x-amz-date` (as the bedrock-agentcore SDK signs them); the session header
     travels beside them, unsigned, as that SDK sends it.
     """
-    request = AWSRequest(method="GET", url=_https(url))
-    SigV4Auth(credentials, SERVICE, region).add_auth(request)
-    headers = {"Authorization": request.headers["Authorization"], "X-Amz-Date": request.headers["X-Amz-Date"]}
-    if credentials.token:
-        headers["X-Amz-Security-Token"] = credentials.token
+    headers = sign_request("GET", url, credentials, region)
     if session_id is not None:
         headers[SESSION_HEADER] = session_id
     return headers

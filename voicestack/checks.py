@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final, Literal
 
-from voicestack.cli import ExitCode
+from voicestack.errors import ExitCode
 
 Status = Literal["PASS", "FAIL", "SKIP"]
 _FIX_INDENT: Final = " " * 6

@@ -1,13 +1,9 @@
 """`voicestack <command>`: one console command for what a deployer does around `pulumi up`.
 
-Each command lives in its own module, which adds its sub-parser (`register`) and runs it. Exit
-codes are shared by every command, so a script can branch on them:
-
-- 0: done (a check passed);
-- 1: a check ran and failed (preflight, verify);
-- 2: bad usage or configuration: the message names the flag or key and what it accepts;
-- 3: the stack or a service could not be reached, or refused the call: the message names the AWS
-  error code and what to do about it.
+Each command lives in its own module, which adds its sub-parser (`register`) and runs it, and
+raises `voicestack.errors.CommandError` when it cannot go on: its message is printed and its exit
+code returned (0 done, 1 a check failed, 2 bad usage naming the flag, 3 unreachable or refused
+naming the AWS error code; `voicestack.errors`). Command modules import nothing from here.
 """
 
 from __future__ import annotations
@@ -15,31 +11,9 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable, Sequence
-from enum import IntEnum
 from typing import Protocol
 
-
-class ExitCode(IntEnum):
-    OK = 0
-    FAILED = 1
-    USAGE = 2
-    UNREACHABLE = 3
-
-
-class CommandError(Exception):
-    """A command cannot go on; `code` is the exit code and the message says what to do."""
-
-    def __init__(self, code: ExitCode, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-
-
-class UsageError(CommandError):
-    """Bad usage or configuration (exit 2); the message names the flag or key."""
-
-    def __init__(self, message: str) -> None:
-        super().__init__(ExitCode.USAGE, message)
-
+from voicestack.errors import CommandError
 
 Run = Callable[[argparse.Namespace], int]
 

@@ -35,7 +35,7 @@ from typing import Any, Final
 
 from voicestack import repository
 from voicestack.checks import Outcome, exit_code, report
-from voicestack.cli import UsageError
+from voicestack.errors import UsageError
 from voicestack.pulumi_stack import StackView, read_stack
 from voicestack.tool_checks import Runner, run_command, tool_outcomes
 

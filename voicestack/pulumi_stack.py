@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from voicestack.cli import UsageError
+from voicestack.errors import UsageError
 
 Runner = Callable[[Sequence[str]], "subprocess.CompletedProcess[str]"]
 """Runs a command line and returns its completed process (text mode, output captured)."""

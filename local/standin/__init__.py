@@ -1,5 +1,8 @@
 """The stand-ins' parts (their servers and command lines: `local.sagemaker_standin`, `local.agentcore_standin`).
 
+Both: `serving` (a TLS listener on a throwaway PKI, and the command's run until a signal, with its
+ready line).
+
 SageMaker's bidirectional streaming API:
 
 - `events`: the wire format of InvokeEndpointWithBidirectionalStream (AWS event stream), pure;

@@ -30,6 +30,7 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 
 from bedrock_agentcore.runtime.models import is_forwardable_header
 
+from agent_app.frames import AGENTCORE_FRAME_LIMIT_BYTES, AGENTCORE_FRAMES_PER_S
 from local.standin.agentcore_auth import TEST_PRINCIPALS, Principal
 from local.standin.events import ErrorResponse
 from voicestack.agentcore import (
@@ -46,12 +47,6 @@ from voicestack.agentcore import (
 
 Operation = Literal["invocations", "ws"]
 
-MAX_FRAME_BYTES: Final = 32 * 1024
-"""AgentCore Runtime's WebSocket message frame limit ("Quotas for Amazon Bedrock AgentCore": 32 KB,
-not adjustable; read as 32,768 bytes of payload)."""
-MAX_FRAMES_PER_S: Final = 250
-"""AgentCore Runtime's WebSocket frame rate per connection (250 frames per second, as the AWS quota
-listings give it), counted here over both directions together: the stricter reading."""
 DEFAULT_IDLE_TIMEOUT_S: Final = 900.0
 """A runtime session with no activity for 15 minutes ends (AgentCore's default idle timeout)."""
 MAX_PAYLOAD_BYTES: Final = 100_000_000
@@ -79,8 +74,11 @@ class AgentCoreConfig:
     header_allowlist: tuple[str, ...] = ()
     """Request headers passed to the container (the runtime's `requestHeaderAllowlist`)."""
     idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S
-    max_frame_bytes: int = MAX_FRAME_BYTES
-    max_frames_per_s: int = MAX_FRAMES_PER_S
+    max_frame_bytes: int = AGENTCORE_FRAME_LIMIT_BYTES
+    """AWS's frame limit (`agent_app.frames`, where AgentCore's numbers are written once)."""
+    max_frames_per_s: int = AGENTCORE_FRAMES_PER_S
+    """AWS's frame rate per connection, counted here over both directions together: the stricter
+    reading (AgentCore does not say whether it counts one direction or both)."""
     conflicts_per_new_session: int = 0
     """Test switch: a new session id gets this many `RetryableConflictException` (409) answers, as
     while AgentCore starts its microVM, before it is served."""

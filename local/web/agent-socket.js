@@ -2,11 +2,29 @@
 // deployed runtime's `/ws` itself (`socket-target.js` says where and how to authenticate).
 //
 // Up: {"type": "prompt", prompt, mode} and {"type": "stop"}. Down: the agent's events, each with
-// its `turn` (1, 2, ... per connection), and {"type": "turn_stopped", turn} once a stopped turn's
-// work has ended. Questions are answered one at a time: a new one (or Stop) ends the previous
-// one at the agent, so events of an older turn that were already on their way are skipped here.
+// its `turn` (1, 2, ... per connection), {"type": "turn_stopped", turn} once a stopped turn's work
+// has ended, and an `error` without `turn` for a question it refused. Questions are answered one at
+// a time: a new one (or Stop) ends the previous one at the agent, so events of an older turn that
+// were already on their way are skipped here.
+//
+// Whose is a message: the agent answers each prompt, in the order sent, with a new turn number or
+// a refusal without one, so the n-th new turn number (or refusal) on this socket answers its n-th
+// prompt, even one whose ask() ended before its first event arrived. A turn can also be stopped by
+// the agent itself: another connection of the same conversation asked a question (AgentCore routes
+// both to one session; the agent stops the turn nobody may be reading). Then `turn_stopped` names
+// a turn this page did not stop, and ask() ends with `TurnStopped`.
 
 import { AgentStreamError, parseAgentEvent } from "./events.js";
+
+/** The agent stopped this answer for a question asked on another connection of the conversation. */
+export class TurnStopped extends Error {
+  /** @param {number} turn */
+  constructor(turn) {
+    super(`turn ${turn} was stopped: another connection of this conversation asked a question`);
+    this.name = "TurnStopped";
+    this.turn = turn;
+  }
+}
 
 export class AgentSocket {
   /** @type {WebSocket} */
@@ -18,6 +36,10 @@ export class AgentSocket {
   #closed = false;
   /** Highest turn number seen; a new question's events come with a higher one. */
   #lastTurn = 0;
+  /** Prompts sent on this socket. */
+  #asked = 0;
+  /** Prompts the agent has answered for so far (a new turn number, or a refusal without one). */
+  #answered = 0;
   /** The conversation's session id this socket was opened for. */
   session;
   /** Largest message the far end takes (AgentCore closes the connection on a larger one). */
@@ -73,7 +95,8 @@ export class AgentSocket {
 
   /**
    * Ask a question and yield its events, validated, until its last one. Aborting `signal` sends
-   * `stop` and ends the iteration with an AbortError, like an aborted fetch.
+   * `stop` and ends the iteration with an AbortError, like an aborted fetch; a stop the agent made
+   * for another connection of the conversation ends it with `TurnStopped`.
    * @param {{prompt: string, mode: "stream" | "batch"}} request
    * @param {AbortSignal} signal
    * @returns {AsyncGenerator<Record<string, any>>}
@@ -94,26 +117,34 @@ export class AgentSocket {
         );
       }
       this.#ws.send(prompt);
+      this.#asked += 1;
+      const mine = this.#asked;
       let turn = 0;
       for (;;) {
         const data = await this.#next(signal);
-        const raw = JSON.parse(data);
-        if (raw?.type === "turn_stopped") continue;
-        const event = parseAgentEvent(data);
-        if (typeof raw.turn !== "number") {
-          yield event; // an error answering the prompt itself (no turn was started)
-          return;
-        }
-        if (turn === 0) {
-          if (raw.turn <= this.#lastTurn || event.type !== "agent_start") continue; // an older turn's
-          turn = raw.turn;
-          this.#lastTurn = turn;
-        } else if (raw.turn !== turn) {
+        const stopped = turnStopped(data);
+        const event = stopped === null ? parseAgentEvent(data) : null;
+        const number = stopped ?? event?.turn;
+        if (typeof number !== "number") {
+          // A refused question: the answer to the oldest prompt not answered yet.
+          this.#answered += 1;
+          if (this.#answered === mine) {
+            yield /** @type {Record<string, any>} */ (event);
+            return;
+          }
           continue;
         }
-        yield event;
+        if (number > this.#lastTurn) {
+          this.#lastTurn = number;
+          this.#answered += 1;
+          if (this.#answered === mine) turn = number;
+        }
+        if (number !== turn) continue; // an older turn's
+        if (stopped !== null) throw new TurnStopped(turn); // we sent no stop: the agent stopped it for another
+        const ours = /** @type {Record<string, any>} */ (event);
+        yield ours;
         // A turn ends with agent_end or an error, except speech_unavailable: the answer goes on as text.
-        if (event.type === "agent_end" || (event.type === "error" && event.code !== "speech_unavailable")) return;
+        if (ours.type === "agent_end" || (ours.type === "error" && ours.code !== "speech_unavailable")) return;
       }
     } finally {
       signal.removeEventListener("abort", onAbort);
@@ -133,6 +164,21 @@ export class AgentSocket {
       this.#wake = null;
     }
   }
+}
+
+/**
+ * The turn a `turn_stopped` message names, or null for any other message.
+ * @param {string} data
+ * @returns {number | null}
+ */
+function turnStopped(data) {
+  let message;
+  try {
+    message = JSON.parse(data);
+  } catch {
+    return null; // parseAgentEvent says what is wrong with it
+  }
+  return message?.type === "turn_stopped" && Number.isInteger(message.turn) ? message.turn : null;
 }
 
 /**

@@ -2,7 +2,9 @@
 //
 // Barge-in: Stop, or a new question while an answer streams or plays, aborts the request (the web
 // server and the agent see the connection close and cancel the model and the speech requests) and
-// drops the player's buffered audio at once.
+// drops the player's buffered audio at once. Over the WebSocket the agent may stop an answer itself,
+// when another connection of the same conversation asks a question (`TurnStopped`): the page then
+// drops its audio too and records the answer as stopped.
 //
 // For automated tests the live state is mirrored on `window.voicestack`:
 //   current: the running answer's stats plus player counters (samplesPlayed, underruns,
@@ -13,7 +15,7 @@
 //            silentMs, outputLatencyMs} of the last barge-in (silentMs: until the worklet confirmed
 //            silence); target: the deployed runtime it speaks to (null: the local stack).
 
-import { AgentSocket } from "./agent-socket.js";
+import { AgentSocket, TurnStopped } from "./agent-socket.js";
 import { captionGaps } from "./captions.js";
 import { Conversation } from "./conversation.js";
 import { AgentStreamError } from "./events.js";
@@ -113,7 +115,7 @@ function onPlayerProgress(progress) {
 
 /**
  * Drop the audio still buffered, at once, and time how long the worklet took to confirm.
- * @param {string} reason  "stop" or "new_question"
+ * @param {string} reason  "stop", "new_question", or "turn_stopped" (the agent stopped the answer)
  */
 function silence(reason) {
   const current = state.current;
@@ -435,6 +437,15 @@ async function ask(prompt, mode, transport = "sse") {
     if (controller.signal.aborted) {
       turn.result = "stopped";
       if (state.current === current) showStatus("Stopped.");
+    } else if (err instanceof TurnStopped) {
+      // Another connection of this conversation (another tab, `voicestack talk --session`) asked a
+      // question: the agent stopped this answer, so its audio stops here too.
+      turn.result = "stopped";
+      if (state.current === current) {
+        silence("turn_stopped");
+        showStatus("Stopped: another connection of this conversation asked a question.");
+        $("stop").toggleAttribute("disabled", true);
+      }
     } else {
       session.stats.error =
         err instanceof AgentStreamError

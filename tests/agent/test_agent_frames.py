@@ -42,6 +42,7 @@ def frame_bytes(event: object) -> int:
 
 
 def test_our_bound_is_well_under_agentcores_limit() -> None:
+    assert (AGENTCORE_FRAME_LIMIT_BYTES, AGENTCORE_FRAMES_PER_S) == (32_000, 250)  # AWS's "32 KB" and 250/s
     assert MAX_EVENT_BYTES * 1.9 < AGENTCORE_FRAME_LIMIT_BYTES
     assert FRAMES_PER_S + FRAME_BURST + 1 < AGENTCORE_FRAMES_PER_S
 

@@ -33,6 +33,7 @@ from botocore.awsrequest import AWSRequest  # type: ignore[import-untyped]
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
+from agent_app.frames import AGENTCORE_FRAME_LIMIT_BYTES
 from local.standin.agentcore_auth import ALLOWED, DENIED, Principal
 from tests.standin.agentcore_support import ARN, REGION, WAIT_S, scripted_agent, standin_for
 from voicestack.agentcore import SERVICE, runtime_path, sign_websocket_headers, websocket_url
@@ -44,7 +45,7 @@ HTTP_CALLS = 320
 WS_SESSIONS = 36
 CONCURRENCY = 8
 PAYLOAD_LIMIT = 64 * 1024
-FRAME_LIMIT = 32 * 1024
+FRAME_LIMIT = AGENTCORE_FRAME_LIMIT_BYTES
 EVENTS = b'data: {"n": 0}\n\ndata: {"n": 1}\n\ndata: {"n": 2}\n\n'
 
 

@@ -11,6 +11,7 @@ import threading
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import AbstractContextManager, ExitStack, contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -22,13 +23,13 @@ from starlette.routing import Route, WebSocketRoute
 from starlette.websockets import WebSocket
 
 from local.agentcore_standin import AgentCoreStandInInfo, run_agentcore_standin
-from local.remote import REGION_OUTPUT, RUNTIME_ARN_OUTPUT, RemoteTarget, resolve_target
 from local.standin.agentcore_auth import TEST_PRINCIPALS, Principal
 from local.standin.agentcore_routing import AgentCoreConfig
-from local.threaded_server import serve_in_thread
+from local.threaded_server import ThreadedServer, serve_in_thread
 from local.webserver import RemoteChoice, WebServerConfig, create_app
-from voicestack.cli import UsageError
+from voicestack.errors import UsageError
 from voicestack.pulumi_stack import StackView
+from voicestack.runtime_target import REGION_OUTPUT, RUNTIME_ARN_OUTPUT, RuntimeTarget, resolve_runtime
 
 SAMPLE_RATE = 24_000
 
@@ -169,6 +170,25 @@ def paced_script(pieces_for: Callable[[dict[str, Any]], list[bytes]], delay_s: f
                 await asyncio.sleep(delay_s)
 
     return script
+
+
+def serve_real_agent(
+    stack: ExitStack, speech_app: Any, sessions: Path, model: Callable[[Any], Any] | None = None
+) -> ThreadedServer:
+    """The real agent app (AgentCore's contract) and `speech_app` (the speech container's app), each
+    served in a thread until `stack` closes; the agent speaks to it over the container's WebSocket
+    and keeps its conversations under `sessions`. `model` (config -> ModelChoice) replaces its own."""
+    from agent_app.app import AppDependencies
+    from agent_app.app import create_app as create_agent_app
+    from agent_app.config import load_config
+    from speech_protocol import WS_PATH
+
+    speech = stack.enter_context(serve_in_thread(speech_app))
+    config = load_config(
+        {"SPEECH_TRANSPORT": "websocket", "SPEECH_WS_URL": speech.ws_url(WS_PATH), "AGENT_SESSION_DIR": str(sessions)}
+    )
+    dependencies = AppDependencies() if model is None else AppDependencies(model=model)
+    return stack.enter_context(serve_in_thread(create_agent_app(config, dependencies)))
 
 
 @contextmanager
@@ -341,7 +361,7 @@ class RemoteStack:
     url: str
     agent: FakeAgent
     standin: AgentCoreStandInInfo
-    target: RemoteTarget
+    target: RuntimeTarget
 
 
 class RemoteStacks:
@@ -375,14 +395,14 @@ class RemoteStacks:
         standin = self._exit.enter_context(standin_in_thread(config))
         use_sdk_environment(self._monkeypatch, standin, principal)
         if stack is None:
-            target = resolve_target(stack=None, runtime_arn=runtime_arn)
+            target = resolve_runtime(stack=None, runtime_arn=runtime_arn)
         else:
             outputs = {RUNTIME_ARN_OUTPUT: runtime_arn, REGION_OUTPUT: REGION}
-            target = resolve_target(stack=stack, runtime_arn=None, read=fake_stack(stack, outputs))
+            target = resolve_runtime(stack=stack, runtime_arn=None, read=fake_stack(stack, outputs))
         url = self._exit.enter_context(self.web(target, presign_expires_s=presign_expires_s))
         return RemoteStack(url=url, agent=agent, standin=standin, target=target)
 
-    def web(self, target: RemoteTarget, *, presign_expires_s: int = 300) -> AbstractContextManager[str]:
+    def web(self, target: RuntimeTarget, *, presign_expires_s: int = 300) -> AbstractContextManager[str]:
         """A web server in remote mode for `target` (from `serve`: yields its base URL)."""
         choice = RemoteChoice(runtime_arn=target.runtime_arn, presign_expires_s=presign_expires_s)
         return serve(create_app(WebServerConfig(remote=choice), target))

@@ -3,7 +3,6 @@ one short run against the local stack with the zero-cost speech engine."""
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -17,8 +16,9 @@ from bench.lab import (
     LabError,
     LabOptions,
     Mode,
-    deployed_targets,
+    deployed_target,
     first_clips,
+    main,
     measure_end_to_end,
     measure_transport,
     parse_args,
@@ -26,7 +26,6 @@ from bench.lab import (
     run_deployed,
     run_local,
     split_sentences,
-    stack_outputs,
     time_to_first_audio,
     turn_trial,
 )
@@ -44,8 +43,12 @@ from bench.lab_report import (
     speedup,
     write_chart,
 )
-from local.stack import LOCAL_RUNTIME_ARN, StackConfig, agentcore_environment, launch
+from local.stack import LOCAL_RUNTIME_ARN, agentcore_environment, launch
 from speech_protocol import Cancel, ClientMessage, Close, ErrorEvent, SynthesisStart, Synthesize
+from tests.local.local_fakes import use_sdk_environment
+from tests.voicestack.talk_support import AGENTCORE_STACK
+from voicestack.errors import UsageError
+from voicestack.pulumi_stack import StackView
 from voicestack.talk.turn import TurnResult
 
 # --- statistics and sizes ----------------------------------------------------------------------------
@@ -192,48 +195,73 @@ def test_first_clips_needs_enough_audio() -> None:
         first_clips(clips[:3])
 
 
-def test_deployed_targets_from_flags_then_stack_outputs() -> None:
-    outputs = {"speechEndpointName": "ep", "agentRuntimeArn": "arn:x", "region": "eu-west-1"}
-    assert deployed_targets(LabOptions(), outputs) == ("ep", "arn:x", "eu-west-1")
-    assert deployed_targets(LabOptions(region="us-west-2"), outputs) == ("ep", "arn:x", "us-west-2")
-    with pytest.raises(LabError) as error:
-        deployed_targets(LabOptions(endpoint_name="ep"), {})
-    assert str(error.value) == (
-        "the deployed target needs --agent-arn, --region (or `pulumi stack output` in this directory)"
+ARN = "arn:aws:bedrock-agentcore:eu-west-1:000000000000:runtime/voicestack_dev-abcdefghij"
+
+
+def dev_stack(name: str) -> StackView:
+    if name != "dev":
+        raise UsageError(f"--stack {name}: no such stack")
+    return StackView(name, {"speechEndpointName": "ep", "agentRuntimeArn": ARN, "region": "eu-west-1"}, {})
+
+
+@pytest.fixture
+def no_aws(monkeypatch: pytest.MonkeyPatch) -> None:
+    """None of this machine's AWS configuration; the SDK resolves AWS's own endpoint offline."""
+    use_sdk_environment(monkeypatch, None, None)
+
+
+def test_the_deployed_target_from_a_stack_or_the_flags(no_aws: None) -> None:
+    """The runtime through voicestack's one resolver (as for talk and the page), the endpoint from
+    --endpoint-name or the stack's speechEndpointName."""
+    endpoint, runtime = deployed_target(LabOptions(stack="dev"), read=dev_stack)
+    assert (endpoint, runtime.runtime_arn, runtime.region, runtime.stack, runtime.qualifier) == (
+        "ep",
+        ARN,
+        "eu-west-1",
+        "dev",
+        None,
     )
+    endpoint, runtime = deployed_target(LabOptions(stack="dev", endpoint_name="other"), read=dev_stack)
+    assert (endpoint, runtime.runtime_arn) == ("other", ARN)
+    endpoint, runtime = deployed_target(
+        LabOptions(runtime_arn=ARN, endpoint_name="ep2", qualifier="canary"), read=dev_stack
+    )
+    assert (endpoint, runtime.runtime_arn, runtime.stack, runtime.qualifier) == ("ep2", ARN, None, "canary")
 
 
-def test_stack_outputs_come_from_the_named_stack(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    outputs = {"speechEndpointName": "ep", "agentRuntimeArn": "arn:x", "region": "eu-west-1"}
-    fake_pulumi(tmp_path, monkeypatch, outputs)
-    assert stack_outputs(LabOptions(stack="dev")) == outputs
-    assert stack_outputs(LabOptions(endpoint_name="e", agent_arn="a", region="r", stack="dev")) == {}
-    fake_pulumi(tmp_path, monkeypatch, None)
-    with pytest.raises(LabError, match=r"^--stack dev: `stack output --json` failed: error: no stack named 'dev'$"):
-        stack_outputs(LabOptions(stack="dev"))
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (LabOptions(), "pass exactly one of --stack NAME or --runtime-arn ARN"),
+        (LabOptions(runtime_arn=ARN), "--endpoint-name: the speech SageMaker endpoint is needed with --runtime-arn"),
+        (LabOptions(stack="prod"), "--stack prod: no such stack"),
+        (
+            LabOptions(stack="dev", region="us-west-2"),
+            f"--region us-west-2 is not the runtime's region: {ARN} is in eu-west-1",
+        ),
+    ],
+)
+def test_a_bad_deployed_target_names_the_flag(no_aws: None, options: LabOptions, message: str) -> None:
+    with pytest.raises(UsageError) as raised:
+        deployed_target(options, read=dev_stack)
+    assert str(raised.value) == message
 
 
-def fake_pulumi(folder: Path, monkeypatch: pytest.MonkeyPatch, outputs: dict[str, str] | None) -> None:
-    """A `pulumi` on the PATH that prints `outputs` for `stack output` (or fails as for a missing stack)."""
-    script = folder / "pulumi"
-    if outputs is None:
-        script.write_text("#!/bin/sh\necho \"error: no stack named 'dev'\" >&2\nexit 255\n")
-    else:
-        script.write_text(
-            "#!/bin/sh\n"
-            'if [ "$1 $2" = "stack output" ]; then echo \'' + json.dumps(outputs) + "'; exit 0; fi\n"
-            'echo "{}"\n'
-        )
-    script.chmod(0o755)
-    monkeypatch.setenv("PATH", f"{folder}:{os.environ['PATH']}")
+def test_main_exits_2_naming_the_flag(no_aws: None, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--target", "deployed", "--runtime-arn", "nope", "--endpoint-name", "ep"]) == 2
+    assert (
+        capsys.readouterr()
+        .out.splitlines()[-1]
+        .startswith("lab     | failed: --runtime-arn: 'nope' is not an AgentCore runtime ARN")
+    )
 
 
 def test_parse_args() -> None:
     assert parse_args([]) == LabOptions()
     options = parse_args(
-        ["--target", "deployed", "--trials", "2", "--agent-arn", "arn:y", "--server-chunking", "sentence"]
+        ["--target", "deployed", "--trials", "2", "--runtime-arn", "arn:y", "--server-chunking", "sentence"]
     )
-    assert (options.target, options.trials, options.agent_arn, options.server_chunking) == (
+    assert (options.target, options.trials, options.runtime_arn, options.server_chunking) == (
         "deployed",
         2,
         "arn:y",
@@ -248,7 +276,7 @@ def test_parse_args() -> None:
         "dev",
         "websocket",
         "p",
-        "DEFAULT",
+        None,
     )
 
 
@@ -349,19 +377,8 @@ async def test_the_deployed_target_against_the_agentcore_standin(
 ) -> None:
     """The deployed target as on AWS, offline: the runtime is the AgentCore stand-in in front of the
     local agent, the endpoint the SageMaker stand-in, both reached through the SDK's own settings."""
-    config = StackConfig(
-        speech_port=0,
-        standin_port=0,
-        agent_port=0,
-        web_port=0,
-        agentcore_port=0,
-        browser_server=False,
-        speech_engine="zero",
-        speech_frame_ms=200,  # audio events within AgentCore's 32 KB frames
-        agentcore=True,
-    )
     env = {k: v for k, v in os.environ.items() if k != "BEDROCK_MODEL_ID"}
-    async with launch(config, base_env=env) as stack:
+    async with launch(AGENTCORE_STACK, base_env=env) as stack:
         urls = stack.urls
         assert urls.standin_url is not None
         assert urls.ca_file is not None
@@ -381,15 +398,15 @@ async def test_the_deployed_target_against_the_agentcore_standin(
                 target="deployed",
                 trials=1,
                 e2e_trials=1,
-                endpoint_name=config.endpoint_name,
-                agent_arn=LOCAL_RUNTIME_ARN,
+                endpoint_name=AGENTCORE_STACK.endpoint_name,
+                runtime_arn=LOCAL_RUNTIME_ARN,
                 region="us-east-1",
                 agent_transport=transport,
             )
             results = await run_deployed(options)
             assert results.deployed
             assert results.notes == (
-                f"speech: SageMaker endpoint {config.endpoint_name} at {urls.standin_url}",
+                f"speech: SageMaker endpoint {AGENTCORE_STACK.endpoint_name} at {urls.standin_url}",
                 f"agent: AgentCore runtime {LOCAL_RUNTIME_ARN} through "
                 + ("InvokeAgentRuntime" if transport == "sse" else "the WebSocket route")
                 + f" at {urls.agentcore_url}",

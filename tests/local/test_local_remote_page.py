@@ -26,20 +26,15 @@ from strands.types.streaming import StreamEvent
 from websockets.asyncio.client import connect
 from websockets.exceptions import InvalidStatus
 
-from agent_app.app import AppDependencies
-from agent_app.app import create_app as create_agent_app
-from agent_app.config import AgentConfig, load_config
+from agent_app.config import AgentConfig
 from agent_app.models import ModelChoice, ScriptedModel, ScriptedTurn
 from kokoro_server.app import create_app as create_speech_app
 from kokoro_server.engine import ZeroCostEngine
 from kokoro_server.settings import Settings
 from local.agentcore_standin import AgentCoreStandInInfo
-from local.remote import resolve_target
 from local.standin.agentcore_routing import AgentCoreConfig
-from local.threaded_server import serve_in_thread
 from local.webserver import RemoteChoice, WebServerConfig
 from local.webserver import create_app as create_web_app
-from speech_protocol import WS_PATH
 from tests.local.local_fakes import (
     REGION,
     RUNTIME_ARN,
@@ -48,11 +43,13 @@ from tests.local.local_fakes import (
     fake_stack,
     runs,
     serve,
+    serve_real_agent,
     standin_in_thread,
     turns,
     use_sdk_environment,
     wait_answered,
 )
+from voicestack.runtime_target import resolve_runtime
 
 pytestmark = pytest.mark.browser
 
@@ -62,11 +59,6 @@ EXPIRES_S = 3
 X-Amz-Date counts whole seconds, a URL lives 2 to 3 s: time enough to open it on a loaded machine."""
 IDLE_S = 6.0
 """The stand-in's idle timeout here (AgentCore's is 15 minutes)."""
-FRAME_MS = 100
-# Until the agent cuts its audio events to AgentCore's 32 KB frame limit (branch agent-contract),
-# the speech server's frames must be small enough on their own: 100 ms of PCM16 at 24 kHz is 4.8 KB,
-# 6.4 KB as base64 in JSON; its default 1 s frames make 64 KB events, which the stand-in (as
-# AgentCore) answers by closing the connection (1009).
 LONG = "Streaming speech starts sooner than you think, and it keeps going while the model writes. " * 4
 REFUSED_HANDSHAKE = "console.error: WebSocket connection to '{url}' failed: Error during WebSocket handshake: "
 
@@ -109,16 +101,8 @@ def chain(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[RemoteCha
         return ModelChoice(model=_ByPrompt(session_ids, prompts), name="scripted", demo=False)
 
     with ExitStack() as stack:
-        speech_app = create_speech_app(Settings(frame_ms=FRAME_MS), ZeroCostEngine(compute_s_per_char=0.002))
-        speech = stack.enter_context(serve_in_thread(speech_app))
-        config = load_config(
-            {
-                "SPEECH_TRANSPORT": "websocket",
-                "SPEECH_WS_URL": speech.ws_url(WS_PATH),
-                "AGENT_SESSION_DIR": str(tmp_path / "conversations"),
-            }
-        )
-        agent = stack.enter_context(serve_in_thread(create_agent_app(config, AppDependencies(model=model))))
+        speech_app = create_speech_app(Settings(), ZeroCostEngine(compute_s_per_char=0.002))
+        agent = serve_real_agent(stack, speech_app, tmp_path / "conversations", model)
         standin = stack.enter_context(
             standin_in_thread(
                 AgentCoreConfig(
@@ -131,7 +115,7 @@ def chain(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[RemoteCha
         )
         use_sdk_environment(monkeypatch, standin, TEMPORARY)
         outputs = {"agentRuntimeArn": RUNTIME_ARN, "region": REGION}
-        target = resolve_target(stack="dev", runtime_arn=None, read=fake_stack("dev", outputs))
+        target = resolve_runtime(stack="dev", runtime_arn=None, read=fake_stack("dev", outputs))
         web_config = WebServerConfig(remote=RemoteChoice(stack="dev", presign_expires_s=EXPIRES_S))
         web = stack.enter_context(serve(create_web_app(web_config, target)))
         yield RemoteChain(url=web, standin=standin, session_ids=session_ids, prompts=prompts)
@@ -299,13 +283,13 @@ def test_a_question_over_agentcores_frame_limit_is_refused_by_the_page(tls_page:
     """AgentCore closes a connection on a message over 32 KB: the page says so instead of sending it."""
     page = tls_page
     sockets = open_page(page, chain, "websocket")
-    prompt = "日" * 11_000  # 33,000 bytes of UTF-8
+    prompt = "日" * 11_000  # 33,000 bytes of UTF-8: over the 32,000
     ask(page, prompt)
     page.wait_for_function("window.voicestack.current?.done", timeout=WAIT_MS)
     message = {"type": "prompt", "prompt": prompt, "mode": "stream"}
     size = len(json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode())
     assert page.inner_text("#error") == (
-        f"prompt_too_large: the question is {size} bytes as a WebSocket message; the runtime takes at most 32768"
+        f"prompt_too_large: the question is {size} bytes as a WebSocket message; the runtime takes at most 32000"
     )
     assert chain.prompts == []
 

@@ -18,11 +18,10 @@ import pytest
 from websockets.asyncio.client import connect
 from websockets.exceptions import InvalidStatus
 
-from local import remote
-from local.remote import page_view, resolve_target, session_problem
+from local.remote import page_view, session_problem
 from local.remote_routes import CREDENTIALS_HINT
-from local.standin import agentcore_routing
 from local.standin.agentcore_auth import DENIED, EXPIRED
+from local.standin.agentcore_routing import AgentCoreConfig
 from local.webserver import RemoteChoice, WebServerConfig, main, parse_args
 from tests.local.local_fakes import (
     ONE_EVENT,
@@ -36,7 +35,7 @@ from tests.local.local_fakes import (
     use_sdk_environment,
 )
 from voicestack.agentcore import SESSION_HEADER
-from voicestack.cli import UsageError
+from voicestack.runtime_target import resolve_runtime
 
 SESSION = "page-remote-session-0123456789abcdef01"
 OTHER_ARN = "arn:aws:bedrock-agentcore:us-east-1:000000000000:runtime/voicestack_other-abcdefghij"
@@ -51,7 +50,7 @@ def view(**changes: Any) -> dict[str, Any]:
         "runtime_arn": RUNTIME_ARN,
         "qualifier": None,
         "websocket_auth": "sigv4",
-        "max_frame_bytes": 32768,
+        "max_frame_bytes": 32_000,
     }
     return {**base, **changes}
 
@@ -391,7 +390,7 @@ def test_an_unreachable_runtime_endpoint_is_a_502(remote_stacks: RemoteStacks, m
         closed = f"https://127.0.0.1:{sock.getsockname()[1]}"
     stack = remote_stacks.start()
     monkeypatch.setenv("AWS_ENDPOINT_URL_BEDROCK_AGENTCORE", closed)
-    target = resolve_target(stack=None, runtime_arn=RUNTIME_ARN)
+    target = resolve_runtime(stack=None, runtime_arn=RUNTIME_ARN)
     assert target.endpoint_url == closed
     with remote_stacks.web(target) as url, httpx.Client(base_url=url) as client:
         response = client.post("/api/invoke", json={"prompt": "hi"})
@@ -433,66 +432,11 @@ def test_parse_args_refuses_a_confused_remote_mode(
     assert message in capsys.readouterr().err
 
 
-def test_resolve_target_from_a_stack_or_an_arn(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_page_view_of_a_stack_target(monkeypatch: pytest.MonkeyPatch) -> None:
     use_sdk_environment(monkeypatch, None, TEMPORARY)  # AWS's real endpoint: resolved offline
     outputs = {"agentRuntimeArn": RUNTIME_ARN, "region": REGION, "memoryId": "m"}
-    from_stack = resolve_target(stack="dev", runtime_arn=None, read=fake_stack("dev", outputs))
-    from_arn = resolve_target(stack=None, runtime_arn=RUNTIME_ARN, qualifier="DEFAULT")
-    assert (from_stack.stack, from_stack.runtime_arn, from_stack.region, from_stack.qualifier) == (
-        "dev",
-        RUNTIME_ARN,
-        REGION,
-        None,
-    )
-    assert (from_arn.stack, from_arn.runtime_arn, from_arn.region, from_arn.qualifier) == (
-        None,
-        RUNTIME_ARN,
-        REGION,
-        "DEFAULT",
-    )
-    assert from_arn.endpoint_url == "https://bedrock-agentcore.us-east-1.amazonaws.com"
-    assert page_view(from_stack) == view(stack="dev")
-
-
-@pytest.mark.parametrize(
-    ("options", "message"),
-    [
-        (
-            {"stack": "dev", "outputs": {"region": REGION}},
-            "stack 'dev' has no output 'agentRuntimeArn' (its outputs: region); run `pulumi up` on it first",
-        ),
-        (
-            {"stack": "dev", "outputs": {"agentRuntimeArn": RUNTIME_ARN, "region": "eu-west-1"}},
-            f"stack 'dev' output region is 'eu-west-1' but the runtime ARN {RUNTIME_ARN} is in 'us-east-1'",
-        ),
-        (
-            {"stack": "dev", "outputs": {"agentRuntimeArn": ["x"], "region": REGION}},
-            "stack 'dev': outputs agentRuntimeArn and region must be strings",
-        ),
-        ({"stack": "prod", "outputs": {}}, "--stack prod: no such stack"),
-        ({"runtime_arn": "nope"}, "--runtime-arn: 'nope' is not an AgentCore runtime ARN (botocore's pattern: "),
-        (
-            {"runtime_arn": RUNTIME_ARN, "region": "eu-west-1"},
-            f"--region is 'eu-west-1' but the runtime ARN {RUNTIME_ARN} is in 'us-east-1'",
-        ),
-        ({"runtime_arn": RUNTIME_ARN, "qualifier": "no way"}, "--qualifier: qualifier 'no way' must match "),
-        (
-            {"runtime_arn": RUNTIME_ARN, "profile": "nowhere"},
-            "--profile: The config profile (nowhere) could not be found",
-        ),
-        ({}, "--remote needs exactly one of --stack NAME or --runtime-arn ARN"),
-    ],
-)
-def test_resolve_target_names_what_is_wrong(
-    monkeypatch: pytest.MonkeyPatch, options: dict[str, Any], message: str
-) -> None:
-    use_sdk_environment(monkeypatch, None, TEMPORARY)  # AWS's real endpoint: resolved offline
-    outputs = options.pop("outputs", {})
-    options.setdefault("stack", None)
-    options.setdefault("runtime_arn", None)
-    with pytest.raises(UsageError) as raised:
-        resolve_target(read=fake_stack("dev", outputs), **options)
-    assert str(raised.value).startswith(message)
+    target = resolve_runtime(stack="dev", runtime_arn=None, read=fake_stack("dev", outputs))
+    assert page_view(target) == view(stack="dev")
 
 
 def test_main_exits_2_naming_the_flag(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
@@ -522,5 +466,7 @@ def test_session_problem(session: str, problem: str | None) -> None:
     assert session_problem(session, name="s") == (None if problem is None else f"'s' must be {problem}")
 
 
-def test_the_page_is_told_agentcores_frame_limit_the_stand_in_enforces() -> None:
-    assert remote.MAX_FRAME_BYTES == agentcore_routing.MAX_FRAME_BYTES
+def test_the_page_is_told_agentcores_frame_limit_the_stand_in_enforces(monkeypatch: pytest.MonkeyPatch) -> None:
+    use_sdk_environment(monkeypatch, None, TEMPORARY)  # AWS's real endpoint: resolved offline
+    enforced = AgentCoreConfig(runtimes={RUNTIME_ARN: "http://127.0.0.1:9"}, region=REGION).max_frame_bytes
+    assert page_view(resolve_runtime(stack=None, runtime_arn=RUNTIME_ARN))["max_frame_bytes"] == enforced == 32_000

@@ -1,5 +1,6 @@
 """The page's pure modules, run in headless Chromium: SSE parsing under adversarial splits, PCM
-decoding with odd-byte carries, the ring buffer, event validation and the answer session."""
+decoding with odd-byte carries, the ring buffer, event validation, the answer session, and which
+turn's messages the conversation socket gives a question (over a fake WebSocket)."""
 
 from __future__ import annotations
 
@@ -387,3 +388,103 @@ def test_answer_session_rejects_broken_audio(harness: Page) -> None:
     results = [harness.evaluate(SESSION_RUN, {"events": ev, "clock": 1}) for ev in (odd, gap, no_end, errored)]
     assert [r["error"] for r in results] == ["odd_audio_length", "audio_gap", "incomplete_stream", None]
     assert results[3]["stats"]["error"] == {"code": "synthesis_failed", "message": "engine crashed"}
+
+
+# Drives one AgentSocket over a fake WebSocket: each step queues the agent's messages, then asks (or
+# aborts the question while it waits). Returns, per step, the events yielded and how the ask ended.
+SOCKET_RUN = """
+async ({ steps }) => {
+  const { AgentSocket, TurnStopped } = await import("/agent-socket.js");
+  const sent = [];
+  const ws = { readyState: WebSocket.OPEN, send: (data) => sent.push(JSON.parse(data).type), close() {} };
+  const socket = new AgentSocket(ws, "s".repeat(36), Infinity);
+  const deliver = (messages) => messages.forEach((m) => ws.onmessage({ data: JSON.stringify(m) }));
+  const results = [];
+  for (const { before, abortAfter, after } of steps) {
+    deliver(before);
+    const controller = new AbortController();
+    const types = [];
+    let end = "done";
+    try {
+      for await (const event of socket.ask({ prompt: "q", mode: "stream" }, controller.signal)) {
+        types.push(`${event.type}:${event.turn ?? "-"}`);
+        if (types.length === abortAfter) controller.abort();
+      }
+    } catch (err) {
+      end = err instanceof TurnStopped ? `TurnStopped ${err.turn}: ${err.message}` : err.name;
+    }
+    deliver(after ?? []);
+    results.push({ types, end });
+  }
+  return { results, sent };
+}
+"""
+
+ABORT_WHILE_WAITING = """
+async () => {
+  const { AgentSocket } = await import("/agent-socket.js");
+  const ws = { readyState: WebSocket.OPEN, send() {}, close() {} };
+  const socket = new AgentSocket(ws, "s".repeat(36), Infinity);
+  const deliver = (messages) => messages.forEach((m) => ws.onmessage({ data: JSON.stringify(m) }));
+  const controller = new AbortController();
+  const first = socket.ask({ prompt: "q", mode: "stream" }, controller.signal).next();
+  setTimeout(() => controller.abort(), 10);
+  const ended = await first.then(() => "yielded", (err) => err.name);
+  // The aborted question's turn began (and was stopped) after it had stopped listening.
+  deliver([{ type: "agent_start", turn: 1 }, { type: "turn_stopped", turn: 1 }]);
+  deliver([{ type: "agent_start", turn: 2 }, { type: "agent_end", turn: 2 }]);
+  const types = [];
+  for await (const event of socket.ask({ prompt: "q2", mode: "stream" }, new AbortController().signal)) {
+    types.push(`${event.type}:${event.turn}`);
+  }
+  return { ended, types };
+}
+"""
+
+
+def start(turn: int) -> dict[str, Any]:
+    return {"type": "agent_start", "turn": turn}
+
+
+def end(turn: int) -> dict[str, Any]:
+    return {"type": "agent_end", "turn": turn}
+
+
+def stopped(turn: int) -> dict[str, Any]:
+    return {"type": "turn_stopped", "turn": turn}
+
+
+def test_agent_socket_ends_an_answer_the_agent_stopped_for_another_connection(harness: Page) -> None:
+    text = {"type": "text_delta", "turn": 1, "text": "Hel"}
+    refusal = {"type": "error", "code": "bad_request", "message": "no"}
+    steps = [
+        # 1. Its turn stopped by the agent mid-answer (we sent no stop): TurnStopped, after what came.
+        {"before": [start(1), text, stopped(1)]},
+        # 2. Stopped before it began (another connection asked while it was set up): no event at all.
+        {"before": [stopped(2)]},
+        # 3. Stopped by us (abort after its first event): AbortError; our stop's confirmation comes later.
+        {"before": [start(3)], "abortAfter": 1, "after": [stopped(3)]},
+        # 4. The next question skips turn 3's confirmation and gets its own turn.
+        {"before": [start(4), end(4)]},
+        # 5. Refused (an error without turn): it ends there, and the refusal takes no turn number...
+        {"before": [refusal]},
+        # 6. ...so the next question's turn is 5.
+        {"before": [start(5), end(5)]},
+    ]
+    result = harness.evaluate(SOCKET_RUN, {"steps": steps})
+    message = "another connection of this conversation asked a question"
+    assert result["results"] == [
+        {"types": ["agent_start:1", "text_delta:1"], "end": f"TurnStopped 1: turn 1 was stopped: {message}"},
+        {"types": [], "end": f"TurnStopped 2: turn 2 was stopped: {message}"},
+        {"types": ["agent_start:3"], "end": "AbortError"},
+        {"types": ["agent_start:4", "agent_end:4"], "end": "done"},
+        {"types": ["error:-"], "end": "done"},
+        {"types": ["agent_start:5", "agent_end:5"], "end": "done"},
+    ]
+    assert result["sent"] == ["prompt", "prompt", "prompt", "stop", "prompt", "prompt", "prompt"]
+
+
+def test_agent_socket_never_takes_an_aborted_questions_turn_for_the_next_one(harness: Page) -> None:
+    """A question aborted before its first event: its turn's events, arriving later, belong to it,
+    not to the next question (the n-th new turn number answers the n-th prompt)."""
+    assert harness.evaluate(ABORT_WHILE_WAITING) == {"ended": "AbortError", "types": ["agent_start:2", "agent_end:2"]}

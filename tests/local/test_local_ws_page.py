@@ -1,10 +1,12 @@
 """The page over the WebSocket connection, in headless Chromium, through the real chain: web server
 relay, the AgentCore app's `WS /ws` (scripted model), the speech container app (zero-cost engine,
 slowed down, with a probe). Two turns on one socket and one session id; Stop ends the answer at
-the agent (model cancelled, speech requests cancelled) while the socket stays open."""
+the agent (model cancelled, speech requests cancelled) while the socket stays open; a question on
+another connection of the same session stops the page's answer, which the page records as stopped."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterable, Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass
@@ -15,10 +17,9 @@ import pytest
 from bedrock_agentcore.runtime.context import BedrockAgentCoreContext
 from playwright.sync_api import Page
 from strands.types.streaming import StreamEvent
+from websockets.sync.client import connect
 
-from agent_app.app import AppDependencies
-from agent_app.app import create_app as create_agent_app
-from agent_app.config import AgentConfig, load_config
+from agent_app.config import AgentConfig
 from agent_app.models import ModelChoice, ScriptedModel, ScriptedTurn
 from bench.speech_probe import ProbedEngine, SessionProbe
 from kokoro_server.app import create_app as create_speech_app
@@ -27,8 +28,7 @@ from kokoro_server.settings import Settings
 from local.threaded_server import serve_in_thread
 from local.webserver import WebServerConfig
 from local.webserver import create_app as create_web_app
-from speech_protocol import WS_PATH
-from tests.local.local_fakes import ask
+from tests.local.local_fakes import ask, runs, serve_real_agent, turns, wait_answered
 
 pytestmark = pytest.mark.browser
 
@@ -73,24 +73,22 @@ def chain(tmp_path: Path) -> Iterator[Chain]:
         return ModelChoice(model=_TurnByTurn(models, session_ids), name="scripted", demo=False)
 
     with ExitStack() as stack:
-        speech = stack.enter_context(serve_in_thread(probe))
-        config = load_config(
-            {
-                "SPEECH_TRANSPORT": "websocket",
-                "SPEECH_WS_URL": speech.ws_url(WS_PATH),
-                "AGENT_SESSION_DIR": str(tmp_path / "conversations"),
-            }
-        )
-        agent = stack.enter_context(serve_in_thread(create_agent_app(config, AppDependencies(model=model))))
+        agent = serve_real_agent(stack, probe, tmp_path / "conversations", model)
         web = stack.enter_context(serve_in_thread(create_web_app(WebServerConfig(agent_url=agent.http_url))))
         yield Chain(url=web.http_url, probe=probe, models=models, session_ids=session_ids)
 
 
-def test_stop_and_two_turns_over_the_websocket(page: Page, chain: Chain) -> None:
+def open_over_the_websocket(page: Page, chain: Chain) -> str:
+    """The page, loaded, with the WebSocket connection picked; its session id."""
     page.goto(chain.url + "/")
     page.wait_for_function("document.getElementById('health').dataset.state === 'ok'")
     page.check("input[name=transport][value=websocket]")
-    session_id = page.evaluate("window.voicestack.sessionId")
+    session_id: str = page.evaluate("window.voicestack.sessionId")
+    return session_id
+
+
+def test_stop_and_two_turns_over_the_websocket(page: Page, chain: Chain) -> None:
+    session_id = open_over_the_websocket(page, chain)
 
     ask(page, "Talk for a while.")
     page.wait_for_function("window.voicestack.current?.samplesPlayed > 0", timeout=WAIT_MS)
@@ -119,3 +117,35 @@ def test_stop_and_two_turns_over_the_websocket(page: Page, chain: Chain) -> None
     assert first.closed is not None
     assert first.kinds()[-1] == "cancel"
     assert "close" not in first.kinds()
+
+
+def test_a_question_on_another_connection_of_the_session_stops_the_pages_answer(page: Page, chain: Chain) -> None:
+    """Another tab (or `voicestack talk --session`) asks on the page's session while the page's answer
+    plays: the agent stops the page's turn (`turn_stopped`), the page drops its audio and records the
+    answer as stopped, and its socket goes on."""
+    session_id = open_over_the_websocket(page, chain)
+    ask(page, "Talk for a while.")
+    page.wait_for_function("window.voicestack.current?.samplesPlayed > 0", timeout=WAIT_MS)
+
+    other: list[dict[str, Any]] = []
+    with connect(chain.url.replace("http://", "ws://") + f"/api/ws?session={session_id}") as socket:
+        socket.send(json.dumps({"type": "prompt", "prompt": "Me too?"}))
+        while not other or other[-1]["type"] not in ("agent_end", "error"):
+            other.append(json.loads(socket.recv(timeout=WAIT_MS / 1000)))
+    assert "".join(e["text"] for e in other if e["type"] == "text_delta") == "Answer number 2."
+    assert {e["turn"] for e in other} == {1}  # its connection's first turn
+
+    page.wait_for_function("window.voicestack.current?.done", timeout=WAIT_MS)
+    assert page.inner_text("#status") == "Stopped: another connection of this conversation asked a question."
+    assert page.evaluate("window.voicestack.turns.map((t) => t.result)") == ["stopped"]
+    assert runs(page) == ["stopped"]
+    assert page.evaluate("window.voicestack.current.error") is None
+    assert page.evaluate("window.voicestack.lastStop.reason") == "turn_stopped"
+    page.wait_for_function("typeof window.voicestack.lastStop?.silentMs === 'number'", timeout=WAIT_MS)
+    assert page.evaluate("({ ...window.voicestack.player.progress })")["buffered"] == 0
+    assert chain.models[0].stopped_early is True
+
+    ask(page, "And now?")  # the same socket, the next question
+    wait_answered(page, 2, WAIT_MS)
+    assert [(t["result"], t["answer"]) for t in turns(page)][1] == ("ok", "Answer number 3.")
+    assert chain.session_ids == [session_id] * 3

@@ -8,6 +8,7 @@ import re
 
 import pytest
 
+from agent_app.frames import AGENTCORE_FRAME_LIMIT_BYTES, AGENTCORE_FRAMES_PER_S
 from local.standin.agentcore_frames import FrameGuard, Violation, frame_size, idle_violation
 from local.standin.agentcore_routing import (
     AgentCoreConfig,
@@ -207,16 +208,16 @@ def test_config_refuses_what_agentcore_would_not_configure() -> None:
         parse_runtime_specs([f"{ARN}={AGENT}", f"{ARN}={AGENT}"])
 
 
-def test_frames_over_32_kib_close_with_1009() -> None:
-    guard = FrameGuard(32 * 1024, 250)
-    assert guard.admit(32 * 1024, now=0.0) is None
-    assert guard.admit(32 * 1024 + 1, now=0.0) == Violation(1009, "frame of 32769 bytes exceeds the 32768-byte limit")
+def test_frames_over_32_kb_close_with_1009() -> None:
+    guard = FrameGuard(AGENTCORE_FRAME_LIMIT_BYTES, AGENTCORE_FRAMES_PER_S)
+    assert guard.admit(32_000, now=0.0) is None
+    assert guard.admit(32_001, now=0.0) == Violation(1009, "frame of 32001 bytes exceeds the 32000-byte limit")
     assert frame_size("é" * 10) == 20
     assert frame_size(b"\0" * 7) == 7
 
 
 def test_more_than_the_rate_within_one_second_closes_with_1008() -> None:
-    guard = FrameGuard(32 * 1024, 3)
+    guard = FrameGuard(AGENTCORE_FRAME_LIMIT_BYTES, 3)
     assert [guard.admit(10, now=t) for t in (0.0, 0.1, 0.2)] == [None, None, None]
     assert guard.admit(10, now=0.9) == Violation(1008, "more than 3 frames in one second")
     # The window slides: the frame at 0.0 is more than a second old at 1.0.

@@ -11,6 +11,9 @@ import json
 import ssl
 import subprocess
 import sys
+from contextlib import ExitStack
+from dataclasses import fields
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -22,7 +25,13 @@ from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.typing import Subprotocol
 
+from agent_app.frames import AGENTCORE_FRAME_LIMIT_BYTES, AUDIO_CHUNK_PCM_BYTES, MAX_EVENT_BYTES
+from agent_app.models import DEMO_ANSWER
+from kokoro_server.app import create_app as create_speech_app
+from kokoro_server.engine import ZeroCostEngine
+from kokoro_server.settings import Settings
 from local.standin.agentcore_auth import ALLOWED, DENIED, EXPIRED, SSE_ONLY, Principal
+from tests.local.local_fakes import serve_real_agent
 from tests.standin.agentcore_support import ARN, REGION, WAIT_S, scripted_agent, standin_for, use_sdk_environment
 from tests.standin.standin_support import REPO_ROOT
 from voicestack.agentcore import (
@@ -34,6 +43,7 @@ from voicestack.agentcore import (
     sign_websocket_headers,
     websocket_url,
 )
+from voicestack.talk.turn import TurnRecorder
 
 PAYLOAD = b'{"prompt": "hi"}'
 EVENTS = b'data: {"n": 0}\n\ndata: {"n": 1}\n\ndata: {"n": 2}\n\n'
@@ -372,25 +382,25 @@ async def wait_closes(agent_closes: list[int], count: int) -> list[int]:
     return agent_closes
 
 
-async def test_frames_over_32_kib_close_both_sides_with_1009(monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_frames_over_32_kb_close_both_sides_with_1009(monkeypatch: pytest.MonkeyPatch) -> None:
     with scripted_agent() as (agent, server):
         async with standin_for(server.http_url) as info:
             use_sdk_environment(monkeypatch, info, ALLOWED)
             sdk = resolve_sdk()
             async with await open_signed(info.url, sdk) as ws:
-                await ws.send("big:32768")  # the agent answers one frame of exactly the limit: it passes
-                assert len(await ws.recv()) == 32768
-                await ws.send("big:64058")  # what the agent's audio_chunk events measured on main
+                await ws.send(f"big:{AGENTCORE_FRAME_LIMIT_BYTES}")  # one frame of exactly the limit: it passes
+                assert len(await ws.recv()) == AGENTCORE_FRAME_LIMIT_BYTES == 32_000
+                await ws.send("big:64058")  # what the agent's audio_chunk events weighed before they were cut
                 with pytest.raises(ConnectionClosed) as closed:
                     await ws.recv()
             assert closed.value.rcvd is not None
             assert (closed.value.rcvd.code, closed.value.rcvd.reason) == (
                 1009,
-                "frame of 64058 bytes exceeds the 32768-byte limit",
+                "frame of 64058 bytes exceeds the 32000-byte limit",
             )
             assert await wait_closes(agent.ws_closes, 1) == [1009]
             async with await open_signed(info.url, sdk) as ws:
-                await ws.send("y" * 32769)
+                await ws.send("y" * (AGENTCORE_FRAME_LIMIT_BYTES + 1))
                 with pytest.raises(ConnectionClosed) as closed:
                     await ws.recv()
             assert closed.value.rcvd is not None
@@ -482,3 +492,35 @@ def test_the_command_line_prints_its_ready_line_and_refuses_a_bad_runtime() -> N
         finally:
             process.terminate()
             assert process.wait(timeout=30) == 0
+
+
+async def test_the_real_agent_at_the_largest_frame_ms_passes_the_websocket_route_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The agent cuts its events to AgentCore's frames (`agent_app.frames`): at the speech server's
+    largest frames (10 s, 480,000 bytes of PCM each) a whole answer crosses the stand-in's WebSocket
+    route, which closes on any frame over the limit, every frame well under it."""
+    frame_ms = next(f for f in fields(Settings) if f.name == "frame_ms").metadata["spec"]
+    assert frame_ms.parse("10000") == 10_000  # the largest the speech server allows
+    with pytest.raises(ValueError, match=r"^10001$"):
+        frame_ms.parse("10001")
+    with ExitStack() as stack:
+        agent = serve_real_agent(stack, create_speech_app(Settings(frame_ms=10_000), ZeroCostEngine()), tmp_path)
+        async with standin_for(agent.http_url) as info:
+            use_sdk_environment(monkeypatch, info, ALLOWED)
+            recorder = TurnRecorder(started=0.0)
+            sizes: list[int] = []
+            async with await open_signed(info.url, resolve_sdk()) as ws:
+                await ws.send(json.dumps({"type": "prompt", "prompt": "How does it work?", "mode": "batch"}))
+                while not recorder.ended:
+                    message = await asyncio.wait_for(ws.recv(), WAIT_S)
+                    assert isinstance(message, str)
+                    sizes.append(len(message.encode("utf-8")))
+                    event = json.loads(message)
+                    assert event.pop("turn") == 1, event
+                    recorder.apply(event, sizes[-1])  # a gap, a bad total or an error event fails here
+    result = recorder.finish(turn=1, session_id="", transport="websocket", target=ARN, stopped=False)
+    assert (result.outcome, result.text) == ("ok", DEMO_ANSWER)
+    assert result.audio_bytes > 480_000  # more than one whole container frame of 10 s: it was cut
+    assert max(pcm for pcm, _ in result.audio_events) == AUDIO_CHUNK_PCM_BYTES
+    assert max(sizes) <= MAX_EVENT_BYTES < AGENTCORE_FRAME_LIMIT_BYTES

@@ -4,6 +4,7 @@ engine) with the AgentCore stand-in in front, run on its own thread, and the com
 from __future__ import annotations
 
 import asyncio
+import base64
 import itertools
 import json
 import os
@@ -16,12 +17,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from starlette.applications import Starlette
+from starlette.routing import WebSocketRoute
+from starlette.websockets import WebSocket
+
 from local.stack import LOCAL_RUNTIME_ARN, StackConfig, StackUrls, agentcore_environment, launch
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 ARN = LOCAL_RUNTIME_ARN
-SMALL_FRAMES_MS = 200
-"""Audio frames whose events fit AgentCore's 32 KB (base64 of 9,600 bytes of PCM, in JSON)."""
 START_TIMEOUT_S = 300.0
 TALK_TIMEOUT_S = 120.0
 
@@ -50,31 +53,40 @@ class LiveStack:
 
     def env(self, **overrides: str) -> dict[str, str]:
         """A caller's environment: the stand-in's endpoint, CA and test credentials, no other AWS setting."""
-        env = {k: v for k, v in os.environ.items() if k not in AWS_KEYS}
-        env.update(agentcore_environment(self.urls))
-        env["AWS_CONFIG_FILE"] = "/nonexistent/aws-config"
-        env["AWS_SHARED_CREDENTIALS_FILE"] = "/nonexistent/aws-credentials"
-        env["AWS_EC2_METADATA_DISABLED"] = "true"
-        env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT), str(REPO_ROOT / "images" / "kokoro")])
-        env["PYTHONUNBUFFERED"] = "1"
-        env.update(overrides)
-        return env
+        return caller_env(**{**agentcore_environment(self.urls), **overrides})
+
+
+def caller_env(**settings: str) -> dict[str, str]:
+    """This process's environment without its AWS configuration, plus `settings` (the SDK's endpoint,
+    CA bundle, region and credentials of a stand-in), for `voicestack talk` as a process."""
+    env = {k: v for k, v in os.environ.items() if k not in AWS_KEYS}
+    env["AWS_CONFIG_FILE"] = "/nonexistent/aws-config"
+    env["AWS_SHARED_CREDENTIALS_FILE"] = "/nonexistent/aws-credentials"
+    env["AWS_EC2_METADATA_DISABLED"] = "true"
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT), str(REPO_ROOT / "images" / "kokoro")])
+    env["PYTHONUNBUFFERED"] = "1"
+    env.update(settings)
+    return env
+
+
+AGENTCORE_STACK = StackConfig(
+    speech_port=0,
+    standin_port=0,
+    agent_port=0,
+    web_port=0,
+    agentcore_port=0,
+    browser_server=False,
+    speech_engine="zero",
+    agentcore=True,
+)
+"""The local stack with the AgentCore stand-in in front of the agent, on free ports, with the
+zero-cost speech engine at the speech server's default frames (the talk and lab tests use it)."""
 
 
 @contextmanager
-def live_stack(*, frame_ms: int | None = SMALL_FRAMES_MS, log: list[str] | None = None) -> Iterator[LiveStack]:
+def live_stack(*, log: list[str] | None = None) -> Iterator[LiveStack]:
     """The local stack with the AgentCore stand-in, served from a thread of its own until the block ends."""
-    config = StackConfig(
-        speech_port=0,
-        standin_port=0,
-        agent_port=0,
-        web_port=0,
-        agentcore_port=0,
-        browser_server=False,
-        speech_engine="zero",
-        speech_frame_ms=frame_ms,
-        agentcore=True,
-    )
+    config = AGENTCORE_STACK
     ready = threading.Event()
     stop = threading.Event()
     found: list[LiveStack | BaseException] = []
@@ -153,8 +165,34 @@ def standin_process(agent_url: str, *flags: str) -> Iterator[dict[str, Any]]:
             process.wait(timeout=30)
 
 
-def standin_env(stack: LiveStack, ready: Mapping[str, Any]) -> dict[str, str]:
-    return stack.env(AWS_ENDPOINT_URL_BEDROCK_AGENTCORE=str(ready["url"]), AWS_CA_BUNDLE=str(ready["ca_file"]))
+def standin_env(ready: Mapping[str, Any]) -> dict[str, str]:
+    """A caller's environment for the stand-in of `ready` (its ready line): endpoint, CA, region, credentials."""
+    return caller_env(
+        AWS_ENDPOINT_URL_BEDROCK_AGENTCORE=str(ready["url"]),
+        AWS_CA_BUNDLE=str(ready["ca_file"]),
+        AWS_DEFAULT_REGION=str(ready["region"]),
+        **{key: str(value) for key, value in ready["credentials"].items()},
+    )
+
+
+OVERSIZED_FRAME = json.dumps(
+    {"type": "audio_chunk", "turn": 1, "seq": 0, "audio": base64.b64encode(bytes(48_000)).decode("ascii")}
+)
+"""One second of PCM in one event (64,057 bytes): what the agent sent before it cut its events to
+AgentCore's frames (`agent_app.frames`), over the 32 KB limit."""
+
+
+def oversized_agent() -> Starlette:
+    """An agent that breaks AgentCore's frame limit on purpose: asked a question over `WS /ws`, it starts
+    the turn (`agent_start`), then sends `OVERSIZED_FRAME`, and waits for the caller to leave."""
+
+    async def conversation(websocket: WebSocket) -> None:
+        await websocket.accept()
+        while (await websocket.receive())["type"] != "websocket.disconnect":
+            await websocket.send_text(json.dumps({"type": "agent_start", "turn": 1, "model": "oversized"}))
+            await websocket.send_text(OVERSIZED_FRAME)
+
+    return Starlette(routes=[WebSocketRoute("/ws", conversation)])
 
 
 def is_test_pattern(pcm: bytes) -> bool:

@@ -1,5 +1,5 @@
-"""voicestack.agentcore: the SDK's standard configuration (profiles, service endpoints, CA bundles)
-and the signed WebSocket handshake, without a network."""
+"""voicestack.agentcore: the SDK's standard configuration (profiles, service endpoints, CA bundles),
+the signed WebSocket handshake and invocation, and the session-id rule, without a network."""
 
 from __future__ import annotations
 
@@ -11,11 +11,15 @@ import pytest
 from botocore.credentials import ReadOnlyCredentials  # type: ignore[import-untyped]
 from botocore.exceptions import ProfileNotFound  # type: ignore[import-untyped]
 
+from agent_app import memory
 from local.tls import generate_tls_material, write_tls_files
 from voicestack.agentcore import (
     SESSION_HEADER,
+    conversation_session_problem,
+    conversation_session_rule,
     presign_websocket_url,
     resolve_sdk,
+    sign_request,
     sign_websocket_headers,
     websocket_url,
 )
@@ -95,3 +99,31 @@ def test_signed_and_presigned_handshakes_carry_what_agentcore_reads() -> None:
     assert query["X-Amz-Security-Token"] == ["the-token"]
     assert query["X-Amz-SignedHeaders"] == ["host"]
     assert query["X-Amz-Credential"][0].endswith("/eu-west-1/bedrock-agentcore/aws4_request")
+
+
+def test_one_signer_for_the_websocket_upgrade_and_the_relayed_invocation() -> None:
+    temporary = ReadOnlyCredentials("ASIAEXAMPLE", "secret", "the-token")
+    url = websocket_url("https://bedrock-agentcore.eu-west-1.amazonaws.com", ARN, "DEFAULT")
+    upgrade = sign_websocket_headers(url, temporary, "eu-west-1", session_id="s" * 36)
+    assert sorted(upgrade) == ["Authorization", "X-Amz-Date", "X-Amz-Security-Token", SESSION_HEADER]
+    sent = {"Content-Type": "application/json", SESSION_HEADER: "s" * 36}
+    invocation = sign_request(
+        "POST", url.replace("wss://", "https://"), temporary, "eu-west-1", headers=sent, body=b"{}"
+    )
+    assert sorted(invocation) == sorted(
+        ["Content-Type", SESSION_HEADER, "Authorization", "X-Amz-Date", "X-Amz-Security-Token"]
+    )
+    signed = invocation["Authorization"].split("SignedHeaders=", 1)[1].split(",", 1)[0]
+    assert signed == "content-type;host;x-amz-date;x-amz-security-token;x-amzn-bedrock-agentcore-runtime-session-id"
+
+
+def test_the_conversation_session_rule_is_botocores_and_the_agents() -> None:
+    """Runtime's runtimeSessionId and Memory's SessionId, read from botocore's models; the agent, whose
+    image has no voicestack/, holds the same rule in agent_app/memory.py."""
+    assert conversation_session_rule() == (33, 100, "[a-zA-Z0-9][a-zA-Z0-9-_]*")
+    low, high, pattern = conversation_session_rule()
+    assert (low, high) == memory.SESSION_ID_CHARS
+    assert pattern == memory.MEMORY_SESSION_ID_PATTERN
+    assert conversation_session_problem("a1b2c3d4-e5f6-4789-8abc-def012345678") is None
+    for bad in ("a" * 32, "a" * 101, "_" + "a" * 40, "a" * 40 + "/"):
+        assert conversation_session_problem(bad) == "33 to 100 characters matching [a-zA-Z0-9][a-zA-Z0-9-_]*"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from voicestack.checks import Outcome, exit_code, report, verdict
-from voicestack.cli import ExitCode
+from voicestack.errors import ExitCode
 from voicestack.tool_checks import parse_aws_cli_version, parse_buildx_platforms, parse_pulumi_version
 
 

@@ -32,7 +32,13 @@ def usage(args: list[str], capsys: pytest.CaptureFixture[str]) -> str:
             f"--region eu-west-1 is not the runtime's region: {ARN} is in us-east-1",
         ),
         (["--runtime-arn", ARN, "--qualifier", "9x", "q"], "--qualifier: qualifier '9x' must match "),
-        (["--session", "short", "q"], "--session: a runtime session id has 33 to 256 characters; got 5"),
+        (
+            ["--session", "short", "q"],
+            "--session 'short': a conversation's session id is 33 to 100 characters matching "
+            "[a-zA-Z0-9][a-zA-Z0-9-_]* (what AgentCore Runtime and AgentCore Memory both accept)",
+        ),
+        (["--session", "a" * 101, "q"], f"--session '{'a' * 101}': a conversation's session id is 33 to 100 "),
+        (["--session", "_" + "a" * 40, "q"], f"--session '_{'a' * 40}': a conversation's session id is 33 to 100 "),
         (["--out", "answer.wav"], "--out needs a prompt: it writes the audio of one answer"),
         (
             ["--out", "/nonexistent/dir/answer.wav", "q"],

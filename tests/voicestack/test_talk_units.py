@@ -12,11 +12,12 @@ from typing import Any, ClassVar
 
 import pytest
 
-from voicestack.cli import ExitCode
+from voicestack.errors import ExitCode
 from voicestack.talk.audio import DevicePlayer, PcmBuffer, SilentPlayer, open_player, write_wav
+from voicestack.talk.conversation import TurnLedger
 from voicestack.talk.errors import RuntimeRef, fix_for, refused
 from voicestack.talk.sse import SseError, SseParser
-from voicestack.talk.turn import TurnProtocolError, TurnRecorder
+from voicestack.talk.turn import TurnProtocolError, TurnRecorder, TurnResult
 
 ARN = "arn:aws:bedrock-agentcore:eu-west-1:123456789012:runtime/voicestack_dev-abcdefghij"
 REF = RuntimeRef(
@@ -124,6 +125,7 @@ def test_a_turn_is_timed_and_its_audio_checked() -> None:
             "time_to_first_audio_ms": 2.0,
             "total_ms": 3.0,
         },
+        "stopped_by": None,
     }
     assert result.summary() == (
         "(first text 0.20 s, first audio 0.40 s, end 1.00 s, 0.0 s of audio, connected in 0.01 s; "
@@ -320,3 +322,30 @@ async def test_the_device_player_feeds_the_callback_and_drains() -> None:
     await asyncio.wait_for(player.drain(), 1.0)
     player.close()
     assert stream.closed
+
+
+def test_turn_stopped_ends_a_turn_stopped_by_the_caller_or_the_agent() -> None:
+    def stopped_turn(*, caller: bool) -> TurnResult:
+        recorder = TurnRecorder(started=0.0, clock=Clock())
+        for event in ({"type": "agent_start"}, {"type": "text_delta", "text": "Hel"}, {"type": "turn_stopped"}):
+            update = recorder.apply(event, 10)
+        assert update.done
+        return recorder.finish(turn=1, session_id="s", transport="websocket", target="t", stopped=caller)
+
+    ours, theirs = stopped_turn(caller=True), stopped_turn(caller=False)
+    assert (ours.outcome, ours.stopped_by, ours.error_code, ours.text) == ("stopped", "caller", None, "Hel")
+    assert (theirs.outcome, theirs.stopped_by, theirs.error_code, theirs.text) == ("stopped", "agent", None, "Hel")
+    assert json.loads(theirs.json_line())["stopped_by"] == "agent"
+    ended = TurnRecorder(started=0.0, clock=Clock())
+    ended.apply({"type": "agent_end"}, 10)
+    assert ended.finish(turn=1, session_id="s", transport="websocket", target="t", stopped=False).stopped_by is None
+
+
+def test_the_ledger_gives_each_prompt_the_nth_answer() -> None:
+    """The agent answers prompts in order: a new turn number, or a refusal without one."""
+    ledger = TurnLedger()
+    prompts = [ledger.asked() for _ in range(4)]
+    answers = [ledger.answer(turn) for turn in (1, 1, None, 2, 2, 3)]
+    assert prompts == [1, 2, 3, 4]
+    # turn 1 answers prompt 1 (its later events continue it), the refusal prompt 2, turns 2 and 3 prompts 3 and 4
+    assert answers == [1, None, 2, 3, None, 4]

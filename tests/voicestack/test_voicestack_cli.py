@@ -8,7 +8,8 @@ from collections.abc import Sequence
 
 import pytest
 
-from voicestack.cli import CommandError, ExitCode, UsageError, main
+from voicestack.cli import main
+from voicestack.errors import CommandError, ExitCode, UsageError
 from voicestack.pulumi_stack import parse_config, parse_outputs, read_stack
 
 

@@ -7,7 +7,8 @@ during the stop gives up at once. The answer's text goes to stdout as it arrives
 notices and each turn's timings go to stderr, so `voicestack talk "..." > answer.txt` keeps only
 the text. `--json` prints one line per turn on stdout instead of the text.
 
-Exit codes: 0 answered; 1 the agent answered with an error event; 2 bad usage (the flag named);
+Exit codes: 0 answered; 1 the agent answered with an error event, or stopped the answer because
+another connection of the session asked a question; 2 bad usage (the flag named);
 3 the runtime or agent refused the call or could not be reached (the AWS code and the fix named),
 or closed the connection mid-answer; 130 the answer was stopped with Ctrl-C (one question).
 """
@@ -25,15 +26,8 @@ from typing import Any, Final, TextIO
 from urllib.parse import urlsplit
 
 from speech_protocol import AUDIO_CHANNELS, SAMPLE_RATE
-from voicestack.agentcore import (
-    DEFAULT_QUALIFIER,
-    check_qualifier,
-    check_session_id,
-    new_session_id,
-    parse_runtime_arn,
-    resolve_sdk,
-)
-from voicestack.cli import CommandError, ExitCode, UsageError
+from voicestack.agentcore import conversation_session_problem, new_session_id
+from voicestack.errors import CommandError, ExitCode, UsageError
 from voicestack.talk import DEFAULT_URL
 from voicestack.talk.audio import Player, SilentPlayer, open_player, write_wav
 from voicestack.talk.client import run_turn
@@ -43,6 +37,7 @@ from voicestack.talk.turn import CONNECTION_CLOSED, Transport, TurnResult
 
 STOPPED_EXIT: Final = 130
 """What a shell reports for a command interrupted by Ctrl-C."""
+AGENT_STOPPED: Final = "the agent stopped the answer: another connection of this session asked a question"
 
 
 @dataclass(frozen=True)
@@ -61,39 +56,21 @@ class TalkOptions:
     play: bool
 
 
-def _runtime(args: argparse.Namespace, arn: str, region: str | None, flag: str) -> Runtime:
-    try:
-        parsed = parse_runtime_arn(arn)
-    except ValueError as exc:
-        raise UsageError(f"{flag}: {exc}") from None
-    if region is not None and region != parsed.region:
-        raise UsageError(f"--region {region} is not the runtime's region: {arn} is in {parsed.region}")
-    from botocore.exceptions import ProfileNotFound  # type: ignore[import-untyped]
-
-    try:
-        sdk = resolve_sdk(args.profile, region or parsed.region)
-    except ProfileNotFound:
-        raise UsageError(
-            f"--profile {args.profile}: no such profile in the AWS configuration (~/.aws/config)"
-        ) from None
-    qualifier = args.qualifier or DEFAULT_QUALIFIER
-    try:
-        check_qualifier(qualifier)
-    except ValueError as exc:
-        raise UsageError(f"--qualifier: {exc}") from None
-    return Runtime(arn, sdk, qualifier, profile=args.profile)
-
-
 def resolve_target(args: argparse.Namespace) -> Target:
-    if args.runtime_arn is not None:
-        return _runtime(args, args.runtime_arn, args.region, "--runtime-arn")
-    if args.stack is not None:
-        from voicestack.pulumi_stack import read_stack
+    """The agent at `--url` (the local stack by default), or the runtime of `--stack` / `--runtime-arn`
+    (`voicestack.runtime_target`, the resolver the page's remote mode and the lab use too)."""
+    if args.runtime_arn is not None or args.stack is not None:
+        from voicestack.runtime_target import resolve_runtime
 
-        view = read_stack(args.stack)
-        arn = str(view.output("agentRuntimeArn"))
-        region = args.region or str(view.output("region"))
-        return _runtime(args, arn, region, f"--stack {args.stack} (its agentRuntimeArn)")
+        return Runtime.for_target(
+            resolve_runtime(
+                stack=args.stack,
+                runtime_arn=args.runtime_arn,
+                region=args.region,
+                profile=args.profile,
+                qualifier=args.qualifier,
+            )
+        )
     for flag in ("region", "profile", "qualifier"):
         if getattr(args, flag) is not None:
             raise UsageError(f"--{flag} applies to a runtime: pass --runtime-arn or --stack with it")
@@ -113,11 +90,11 @@ def parse_options(args: argparse.Namespace) -> TalkOptions:
             raise UsageError("--out needs a prompt: it writes the audio of one answer")
         if not args.out.parent.is_dir():
             raise UsageError(f"--out {args.out}: the folder {args.out.parent} does not exist")
-    if args.session is not None:
-        try:
-            check_session_id(args.session)
-        except ValueError as exc:
-            raise UsageError(f"--session: {exc}") from None
+    if args.session is not None and (problem := conversation_session_problem(args.session)) is not None:
+        raise UsageError(
+            f"--session {args.session!r}: a conversation's session id is {problem} "
+            "(what AgentCore Runtime and AgentCore Memory both accept)"
+        )
     return TalkOptions(
         target=resolve_target(args),
         transport=args.transport,
@@ -145,9 +122,12 @@ def closed_error(result: TurnResult) -> CommandError:
     message = result.error_message or ""
     fix = ""
     if "closed with 1009" in message:
+        # AgentCore's answer to a message over its frame limit: this agent cuts its events to fit
+        # (agent_app.frames), so it is a question that long, or a runtime running another agent.
         fix = (
-            ". Fix: the agent sent a WebSocket frame over AgentCore's 32 KB limit; "
-            "until its audio events are cut to fit, use --transport sse"
+            ". Fix: a WebSocket message was over AgentCore's 32 KB frame limit: ask a shorter question, or check "
+            "that the runtime runs this project's agent (it keeps every event under the limit); "
+            "--transport sse has no frame limit"
         )
     return CommandError(ExitCode.UNREACHABLE, f"the answer was cut off: {message}{fix}")
 
@@ -256,7 +236,7 @@ async def _answer(
 
 
 def _as_stopped(result: TurnResult) -> TurnResult:
-    return replace(result, outcome="stopped")
+    return replace(result, outcome="stopped", stopped_by="caller")
 
 
 def _echo(text: str) -> None:
@@ -270,7 +250,7 @@ def _report(result: TurnResult, options: TalkOptions) -> None:
         return
     print(flush=True)  # ends the answer's line
     if result.outcome == "stopped":
-        say("(stopped)")
+        say("(stopped)" if result.stopped_by == "caller" else f"({AGENT_STOPPED})")
     elif result.outcome == "error":
         say(f"error: {result.error_code}: {result.error_message}")
     say(result.summary())
@@ -315,6 +295,8 @@ async def _one_question(conversation: Conversation, options: TalkOptions, consol
     if options.out is not None:
         write_wav(options.out, result.pcm, sample_rate=result.sample_rate, channels=result.channels)
         say(f"voicestack talk: wrote {len(result.pcm):,} bytes of audio to {options.out}")
+    if result.outcome == "stopped" and result.stopped_by == "agent":
+        raise CommandError(ExitCode.FAILED, f"{AGENT_STOPPED} (session {result.session_id})")
     if result.outcome == "stopped":
         return STOPPED_EXIT
     if result.outcome == "error":

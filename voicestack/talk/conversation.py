@@ -5,8 +5,11 @@
   opened again, on the same session id, when it has closed in between (AgentCore ends a session
   idle for 15 minutes; the client sends no pings, so a conversation left at the prompt lets the
   runtime end its microVM). Up: `{"type": "prompt", ...}`, `{"type": "stop"}`; down: the turn's
-  events, each with its `turn` number (counted per connection), `turn_stopped` after a stop, an
-  `error` without `turn` when the agent refused the question.
+  events, each with its `turn` number (counted per connection), `turn_stopped` after a stop (ours,
+  or the agent's when another connection of the session asked a question), an `error` without
+  `turn` when the agent refused the question. The agent answers prompts in the order sent, each
+  with a new turn number or a refusal without one, so the n-th of those on a connection answers
+  its n-th prompt (`TurnLedger`): a turn never waits for a number the agent gave no prompt.
 - `SseConversation`: one request per question (`POST /invocations` locally, InvokeAgentRuntime
   through boto3), the session id in `X-Amzn-Bedrock-AgentCore-Runtime-Session-Id`; stopping a
   turn hangs up, which the agent takes as a barge-in.
@@ -33,7 +36,7 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus, InvalidURI
 from websockets.protocol import State
 
-from voicestack.cli import CommandError
+from voicestack.errors import CommandError
 from voicestack.talk.errors import RETRIED_CODE
 from voicestack.talk.sse import SseError, SseParser
 from voicestack.talk.turn import CONNECTION_CLOSED, PROTOCOL_ERROR, Transport
@@ -122,7 +125,7 @@ class WebSocketConversation:
         self._on_reconnect = on_reconnect
         self._clock = clock
         self._ws: ClientConnection | None = None
-        self._turns_on_connection = 0
+        self._ledger = TurnLedger()
 
     async def ask(self, payload: Mapping[str, Any]) -> tuple[Turn, float, float | None]:
         connect_ms: float | None = None
@@ -131,7 +134,7 @@ class WebSocketConversation:
                 self._on_reconnect(self._ws.close_code, self._ws.close_reason or "")
             began = self._clock()
             self._ws = await self._open()
-            self._turns_on_connection = 0
+            self._ledger = TurnLedger()
             connect_ms = round((self._clock() - began) * 1000.0, 1)
         message = json.dumps({"type": "prompt", **payload}, ensure_ascii=False)
         sent_at = self._clock()
@@ -139,9 +142,7 @@ class WebSocketConversation:
             await self._ws.send(message)
         except ConnectionClosed as exc:
             raise TurnFailed(CONNECTION_CLOSED, _closed(exc)) from None
-        turn = _WebSocketTurn(self._ws, self._turns_on_connection + 1)
-        self._turns_on_connection += 1
-        return turn, sent_at, connect_ms
+        return _WebSocketTurn(self._ws, self._ledger, self._ledger.asked()), sent_at, connect_ms
 
     async def _open(self) -> ClientConnection:
         try:
@@ -188,10 +189,39 @@ def _closed(exc: ConnectionClosed) -> str:
     return f"the connection closed with {frame.code}" + (f" ({frame.reason})" if frame.reason else "")
 
 
+class TurnLedger:
+    """Which prompt a message of one connection answers (pure): the agent answers prompts in the order
+    sent, each with a new turn number (its first event, or `turn_stopped` when it never began) or with
+    a refusal without one, so the n-th such answer is the n-th prompt's."""
+
+    def __init__(self) -> None:
+        self._asked = 0
+        self._answered = 0
+        self._last_turn = 0
+
+    def asked(self) -> int:
+        """A prompt was sent: its index on this connection (1, 2, ...)."""
+        self._asked += 1
+        return self._asked
+
+    def answer(self, turn: int | None) -> int | None:
+        """The index of the prompt a message with `turn` (None: a refusal) starts answering, or None
+        when it goes on with a turn already numbered."""
+        if turn is not None and turn <= self._last_turn:
+            return None
+        if turn is not None:
+            self._last_turn = turn
+        self._answered += 1
+        return self._answered
+
+
 class _WebSocketTurn:
-    def __init__(self, ws: ClientConnection, number: int) -> None:
+    def __init__(self, ws: ClientConnection, ledger: TurnLedger, prompt: int) -> None:
         self._ws = ws
-        self._number = number
+        self._ledger = ledger
+        self._prompt = prompt
+        self._number: int | None = None
+        """The agent's number for this turn, once its first message has said it."""
         self._stopping = False
 
     async def events(self) -> AsyncIterator[Event]:
@@ -209,17 +239,19 @@ class _WebSocketTurn:
             if not isinstance(event, dict):
                 raise TurnFailed(PROTOCOL_ERROR, "the agent sent a JSON frame that is not an object")
             turn = event.get("turn")
-            if turn is None:
-                if event.get("type") == "error":
+            if turn is None and event.get("type") != "error":
+                raise TurnFailed(PROTOCOL_ERROR, f"an event without 'turn': {message[:120]}")
+            if turn is not None and (not isinstance(turn, int) or isinstance(turn, bool) or turn < 1):
+                raise TurnFailed(PROTOCOL_ERROR, f"an event whose 'turn' is not a turn number: {message[:120]}")
+            if self._ledger.answer(turn) == self._prompt:
+                if turn is None:
                     yield event, len(message.encode())  # the question itself was refused
                     return
-                raise TurnFailed(PROTOCOL_ERROR, f"an event without 'turn': {message[:120]}")
-            if turn != self._number:
-                continue  # a stopped earlier turn's last events
-            if event.get("type") == "turn_stopped":
-                return
-            yield event, len(message.encode())
-            if event.get("type") in ("agent_end", "error"):
+                self._number = turn
+            if turn is None or turn != self._number:
+                continue  # an earlier question's answer (stopped, or refused after it was given up)
+            yield event, len(message.encode())  # turn_stopped too: the recorder ends the turn on it
+            if event.get("type") in ("agent_end", "error", "turn_stopped"):
                 return
 
     async def stop(self) -> bool:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Final, Literal
 
 from voicestack.agentcore import INVOKE_ACTION, WEBSOCKET_ACTION
-from voicestack.cli import CommandError, ExitCode, UsageError
+from voicestack.errors import CommandError, ExitCode, UsageError
 
 Route = Literal["websocket", "sse"]
 

@@ -25,13 +25,15 @@ from typing import Any, Final
 import httpx
 
 from voicestack.agentcore import (
+    DEFAULT_QUALIFIER,
     SESSION_HEADER,
     SdkContext,
     parse_runtime_arn,
     sign_websocket_headers,
     websocket_url,
 )
-from voicestack.cli import CommandError, ExitCode
+from voicestack.errors import CommandError, ExitCode
+from voicestack.runtime_target import RuntimeTarget
 from voicestack.talk.conversation import (
     Conflict,
     Conversation,
@@ -159,6 +161,11 @@ class Runtime:
     ref: RuntimeRef = field(init=False)
     _ssl: ssl.SSLContext | None = field(default=None, init=False, repr=False)
     _client: Any = field(default=None, init=False, repr=False)
+
+    @classmethod
+    def for_target(cls, target: RuntimeTarget) -> Runtime:
+        """The runtime `voicestack.runtime_target.resolve_runtime` resolved (its qualifier or DEFAULT)."""
+        return cls(target.runtime_arn, target.sdk, target.qualifier or DEFAULT_QUALIFIER, profile=target.profile)
 
     def __post_init__(self) -> None:
         parsed = parse_runtime_arn(self.arn)

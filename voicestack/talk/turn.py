@@ -3,7 +3,9 @@
 The agent's events (agent_app/events.py, the same over SSE and the WebSocket route):
 `agent_start`, `text_delta`*, `audio_start`, `audio_chunk`* (`seq` 0, 1, 2, ...), `words`*,
 `audio_end` (its totals must match what arrived), `metrics`, `agent_end`; or an `error` event that
-ends the turn. Over the WebSocket each carries `turn`, and `turn_stopped` ends a stopped turn.
+ends the turn. Over the WebSocket each carries `turn`, and `turn_stopped` ends a stopped turn: one
+the caller stopped, or one the agent stopped because another connection of the same session asked
+a question (`TurnResult.stopped_by`).
 `TurnRecorder` applies them in order and hands back what to show (text) and play (PCM); anything
 else (a gap in `seq`, base64 that does not decode, totals that do not add up, an unknown event)
 is a `TurnProtocolError`.
@@ -27,12 +29,13 @@ from speech_protocol import AUDIO_CHANNELS, AUDIO_FORMAT, SAMPLE_RATE
 
 Outcome = Literal["ok", "stopped", "error"]
 Transport = Literal["websocket", "sse"]
+StoppedBy = Literal["caller", "agent"]
 
 PROTOCOL_ERROR: Final = "protocol_error"
 """The error code of a turn whose events broke the contract above."""
 CONNECTION_CLOSED: Final = "connection_closed"
 """The error code of a turn whose connection closed before it ended."""
-_IGNORED: Final = frozenset({"agent_start", "words", "turn_stopped"})
+_IGNORED: Final = frozenset({"agent_start", "words"})
 
 
 class TurnProtocolError(ValueError):
@@ -75,6 +78,9 @@ class TurnResult:
     """(raw PCM bytes, bytes on the wire) of each audio event, for the latency lab's size figures."""
     pcm: bytes = field(default=b"", repr=False)
     """The audio itself, when the recorder kept it (`--out`)."""
+    stopped_by: StoppedBy | None = None
+    """Who stopped a stopped turn: the caller (Ctrl-C, `stop`), or the agent (`turn_stopped` the caller
+    did not ask for: another connection of the session asked a question); None otherwise."""
 
     def json_line(self) -> str:
         """The turn as one JSON line (`--json`): everything above but the audio itself."""
@@ -97,6 +103,7 @@ class TurnResult:
                 "sample_rate": self.sample_rate,
                 "channels": self.channels,
                 "agent_metrics": self.agent_metrics,
+                "stopped_by": self.stopped_by,
             },
             ensure_ascii=False,
         )
@@ -142,6 +149,9 @@ class TurnRecorder:
     agent_metrics: dict[str, Any] | None = None
     error: tuple[str, str] | None = None
     ended: bool = False
+    stop_confirmed: bool = False
+    """A `turn_stopped` ended the turn: the caller's stop confirmed, or the agent's own (`finish` is told
+    whether the caller stopped it)."""
 
     def apply(self, event: Mapping[str, Any], wire_bytes: int) -> TurnUpdate:
         """One event; raises TurnProtocolError when it breaks the contract."""
@@ -176,6 +186,9 @@ class TurnRecorder:
             return TurnUpdate()
         if kind == "agent_end":
             self.ended = True
+            return TurnUpdate(done=True)
+        if kind == "turn_stopped":
+            self.ended, self.stop_confirmed = True, True
             return TurnUpdate(done=True)
         if kind == "error" or (kind is None and "error" in event):
             # The SDK reports an exception mid-stream as {"error": ...} without a type.
@@ -234,7 +247,8 @@ class TurnRecorder:
         error = self.error
         if error is None and not stopped and not self.ended:
             error = (CONNECTION_CLOSED, "the answer ended before agent_end")
-        outcome: Outcome = "error" if error is not None else "stopped" if stopped else "ok"
+        stopped_by: StoppedBy | None = "caller" if stopped else "agent" if self.stop_confirmed else None
+        outcome: Outcome = "error" if error is not None else "stopped" if stopped_by is not None else "ok"
         return TurnResult(
             turn=turn,
             session_id=session_id,
@@ -256,4 +270,5 @@ class TurnRecorder:
             agent_metrics=self.agent_metrics,
             audio_events=tuple(self.audio_events),
             pcm=bytes(self.pcm),
+            stopped_by=None if outcome != "stopped" else stopped_by,
         )
