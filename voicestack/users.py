@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from voicestack import repository
-from voicestack.cli import CommandError, ExitCode, UsageError
+from voicestack.errors import CommandError, ExitCode, UsageError
 from voicestack.preflight import Clients, Target, boto3_clients, read_with_pulumi_cli, target_of
 from voicestack.pulumi_stack import StackView
 

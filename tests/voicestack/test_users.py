@@ -18,7 +18,8 @@ from botocore.validate import ParamValidator  # type: ignore[import-untyped]
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from voicestack.cli import UsageError, build_parser, main
+from voicestack.cli import build_parser, main
+from voicestack.errors import UsageError
 from voicestack.pulumi_stack import read_stack
 from voicestack.repository import REPO_ROOT
 from voicestack.users import AddUserCommand, create_user_request, email_address
